@@ -1,0 +1,307 @@
+/* The public API: the malloc family on top of heaps (slab sizes), large
+ * spans and huge mappings. The two fast paths live here:
+ *   malloc: pop the current slab's free list (sizes <= 1 KiB);
+ *   free:   primary-region lookup, block check, push on the owner's list.
+ * Everything else goes through the slow paths below them. */
+#include "internal.h"
+#include "tessalloc.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define TESS_VERSION_TEXT "tessalloc 0.1.0"
+
+/* ----------------------------------------------------------- classifying */
+
+typedef enum { BLOCK_INVALID, BLOCK_SLAB, BLOCK_LARGE, BLOCK_HUGE } block_kind_t;
+
+typedef struct block_info_s {
+  block_kind_t kind;
+  tess_region_t *region;
+  tess_page_t *page; /* slab or large head */
+  size_t usable;
+  const char *why;   /* for BLOCK_INVALID */
+} block_info_t;
+
+/* What p is, checked from the outside in: inside a region? on a live
+ * slab or large head? at a block boundary? Nothing is written until the
+ * answer is known, so a bad pointer cannot corrupt the heap. */
+static block_info_t classify(const void *p) {
+  block_info_t info = {BLOCK_INVALID, NULL, NULL, 0, "not allocated by tessalloc"};
+  uintptr_t a = (uintptr_t)p;
+  tess_region_t *r = a - tessi_primary_base < tessi_primary_size ? tessi_primary
+                                                               : tessi_region_of(a);
+  if (r != NULL) {
+    tess_page_t *page = &r->pages[(a - r->base) >> TESS_PAGE_SHIFT];
+    tess_page_t *d = tessi_page_head(page);
+    info.why = "not an allocated block";
+    if (d->kind == TESS_PAGE_SLAB) {
+      const tess_class_info_t *cls = &tessi_classes[d->size_class];
+      uint64_t in_slab = tessi_offset_in_span(a - r->base, page);
+      /* capacity is the owner's to read: a block beyond it was never
+       * handed out */
+      bool carved = atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap ||
+                    in_slab / cls->block_size < d->capacity;
+      if (!tessi_is_block_start(in_slab, d->u.div_magic) || !carved) {
+        info.why = "not the start of a block";
+        return info;
+      }
+      info = (block_info_t){BLOCK_SLAB, r, d, cls->block_size, NULL};
+    } else if (d->kind == TESS_PAGE_LARGE && d == page && (a & (TESS_PAGE_SIZE - 1)) == 0) {
+      info = (block_info_t){BLOCK_LARGE, r, d, (size_t)d->u.span.pages << TESS_PAGE_SHIFT, NULL};
+    }
+    return info;
+  }
+  size_t usable = a != 0 ? tessi_huge_usable(p) : 0;
+  if (usable != 0) info = (block_info_t){BLOCK_HUGE, NULL, NULL, usable, NULL};
+  return info;
+}
+
+/* -------------------------------------------------------------- helpers */
+
+static void *fail_nomem(void) {
+  errno = ENOMEM;
+  return NULL;
+}
+
+static inline bool is_huge(size_t size) {
+  return !tessi_primary->is_fixed && size >= tessi_options.huge_threshold;
+}
+
+static tess_heap_t *heap_or_acquire(void) {
+  tess_heap_t *h = tessi_tls_heap;
+  if (TESS_LIKELY(h != &tessi_heap_empty)) return h;
+  h = tessi_heap_acquire();
+  if (h != NULL) tessi_thread_attach(h);
+  return h;
+}
+
+/* Any size, any alignment (power of two): slab, large or huge. */
+static void *alloc_slow(size_t size, size_t align, bool zero) {
+  if (size > PTRDIFF_MAX || align > PTRDIFF_MAX || !tessi_ensure_init()) return fail_nomem();
+  void *p = NULL;
+  if (size <= tessi_slab_limit && align <= TESS_PAGE_SIZE) {
+    int cls = align <= TESS_MIN_ALIGN ? (int)tessi_class_of(size)
+                                      : tessi_class_for_aligned(size, align);
+    if (cls >= 0) {
+      tess_heap_t *h = heap_or_acquire();
+      if (h == NULL) return fail_nomem();
+      p = tessi_heap_malloc_class(h, (unsigned)cls);
+      if (p != NULL && zero) memset(p, 0, size);
+      return p != NULL ? p : fail_nomem();
+    }
+  }
+  if (size + align < size) return fail_nomem();
+  if (is_huge(size + align)) {
+    p = tessi_huge_alloc(size, align);
+  } else {
+    tess_heap_t *h = heap_or_acquire();
+    if (h != NULL) p = tessi_large_alloc(h, size, align, zero);
+  }
+  return p != NULL ? p : fail_nomem();
+}
+
+/* ----------------------------------------------------------------- malloc */
+
+void *tess_malloc(size_t size) {
+  tess_heap_t *h = tessi_tls_heap;
+  if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
+    tess_page_t *d = h->direct[(size + 15) >> 4];
+    tess_block_t *b = d->free;
+    if (TESS_LIKELY(b != NULL)) {
+      d->free = b->next;
+      d->state++;
+      return b;
+    }
+  }
+  return alloc_slow(size, 0, false);
+}
+
+void *tess_calloc(size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) return fail_nomem();
+  tess_heap_t *h = tessi_tls_heap;
+  if (TESS_LIKELY(total <= TESS_SMALL_MAX)) {
+    tess_page_t *d = h->direct[(total + 15) >> 4];
+    tess_block_t *b = d->free;
+    if (TESS_LIKELY(b != NULL)) {
+      d->free = b->next;
+      d->state++;
+      return memset(b, 0, total);
+    }
+  }
+  return alloc_slow(total, 0, true);
+}
+
+/* ------------------------------------------------------------------- free */
+
+static void free_slab_block(tess_page_t *d, tess_block_t *b) {
+  tess_heap_t *h = tessi_tls_heap;
+  if (atomic_load_explicit(&d->owner, memory_order_relaxed) == h) {
+    b->next = d->local_free;
+    d->local_free = b;
+    if (--d->state <= 0) tessi_heap_local_free_done(h, d);
+  } else {
+    tessi_heap_free_remote(d, b);
+  }
+}
+
+static TESS_NOINLINE void free_slow(void *p, const char *op) {
+  if (p == NULL) return;
+  block_info_t info = classify(p);
+  switch (info.kind) {
+    case BLOCK_SLAB: free_slab_block(info.page, p); return;
+    case BLOCK_LARGE: tessi_large_free(info.region, info.page); return;
+    case BLOCK_HUGE: tessi_huge_free(p); return;
+    case BLOCK_INVALID: tessi_report_invalid(op, p, info.why);
+  }
+}
+
+/* A free the fast path could not finish: another thread's slab (checked
+ * here), or anything else (classified from scratch). */
+static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) {
+  if (d->kind == TESS_PAGE_SLAB && tessi_is_block_start(in_slab, d->u.div_magic) &&
+      atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap) {
+    tessi_heap_free_remote(d, p);
+    return;
+  }
+  free_slow(p, "free");
+}
+
+void tess_free(void *p) {
+  /* NULL and pointers outside the primary region fail the range test */
+  uintptr_t offset = (uintptr_t)p - tessi_primary_base;
+  if (TESS_UNLIKELY(offset >= tessi_primary_size)) {
+    free_slow(p, "free");
+    return;
+  }
+  tess_page_t *page = &tessi_primary_pages[offset >> TESS_PAGE_SHIFT];
+  tess_page_t *d = tessi_page_head(page);
+  uint64_t in_slab = tessi_offset_in_span(offset, page);
+  /* only a live slab head of ours has our heap as owner (types.h) */
+  if (TESS_LIKELY(atomic_load_explicit(&d->owner, memory_order_relaxed) == tessi_tls_heap &&
+                  tessi_is_block_start(in_slab, d->u.div_magic))) {
+    tess_block_t *b = p;
+    b->next = d->local_free;
+    d->local_free = b;
+    if (TESS_UNLIKELY(tessi_state_drop(&d->state))) tessi_heap_local_free_done(tessi_tls_heap, d);
+    return;
+  }
+  free_other(p, d, in_slab);
+}
+
+void tess_free_sized(void *p, size_t size) {
+  (void)size;
+  tess_free(p);
+}
+
+void tess_free_aligned_sized(void *p, size_t alignment, size_t size) {
+  (void)alignment;
+  (void)size;
+  tess_free(p);
+}
+
+/* ---------------------------------------------------------------- realloc */
+
+void *tess_realloc(void *p, size_t size) {
+  if (p == NULL) return tess_malloc(size);
+  block_info_t info = classify(p);
+  if (info.kind == BLOCK_INVALID) tessi_report_invalid("realloc", p, info.why);
+  if (size == 0) { /* glibc's behaviour: free, answer NULL */
+    tess_free(p);
+    return NULL;
+  }
+  if (size > PTRDIFF_MAX) return fail_nomem();
+  switch (info.kind) {
+    case BLOCK_SLAB:
+      /* stay unless the block would be more than half empty */
+      if (size <= info.usable && (size > info.usable / 2 || info.usable <= 32)) return p;
+      break;
+    case BLOCK_LARGE:
+      if (size > tessi_slab_limit && !is_huge(size) &&
+          tessi_large_resize(info.region, info.page, size)) {
+        return p;
+      }
+      break;
+    case BLOCK_HUGE:
+      if (is_huge(size)) {
+        void *q = tessi_huge_realloc(p, size);
+        if (q != NULL) return q;
+      }
+      break;
+    case BLOCK_INVALID: break;
+  }
+  void *q = alloc_slow(size, 0, false);
+  if (q == NULL) return NULL; /* errno set; p untouched */
+  memcpy(q, p, TESS_MIN(size, info.usable));
+  tess_free(p);
+  return q;
+}
+
+void *tess_reallocarray(void *p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) return fail_nomem();
+  return tess_realloc(p, total);
+}
+
+/* ------------------------------------------------------------ alignment */
+
+static void *aligned(size_t alignment, size_t size) {
+  if (alignment <= TESS_MIN_ALIGN) return tess_malloc(size);
+  return alloc_slow(size, alignment, false);
+}
+
+void *tess_aligned_alloc(size_t alignment, size_t size) {
+  if (!tessi_is_pow2(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return aligned(alignment, size);
+}
+
+int tess_posix_memalign(void **out, size_t alignment, size_t size) {
+  if (alignment < sizeof(void *) || !tessi_is_pow2(alignment)) return EINVAL;
+  int saved = errno; /* the result is the return value, not errno */
+  void *p = aligned(alignment, size);
+  errno = saved;
+  if (p == NULL) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+void *tess_memalign(size_t alignment, size_t size) {
+  /* glibc rounds a non-power-of-two alignment up */
+  if (alignment > ((size_t)1 << (sizeof(size_t) * 8 - 2))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (!tessi_is_pow2(alignment)) {
+    size_t pow2 = 1;
+    while (pow2 < alignment) pow2 <<= 1;
+    alignment = pow2;
+  }
+  return aligned(alignment, size);
+}
+
+void *tess_valloc(size_t size) { return aligned(TESS_PAGE_SIZE, size); }
+
+void *tess_pvalloc(size_t size) {
+  size_t rounded = tessi_align_up(size ? size : 1, TESS_PAGE_SIZE);
+  if (rounded < size) return fail_nomem();
+  return aligned(TESS_PAGE_SIZE, rounded);
+}
+
+/* ------------------------------------------------------------ inspection */
+
+size_t tess_usable_size(const void *p) {
+  if (p == NULL) return 0;
+  block_info_t info = classify(p);
+  if (info.kind == BLOCK_INVALID) tessi_report_invalid("usable_size", p, info.why);
+  return info.usable;
+}
+
+const char *tess_version_string(void) { return TESS_VERSION_TEXT; }
+
+#if TESS_OVERRIDE
+#include "override.c"
+#endif

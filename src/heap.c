@@ -1,0 +1,298 @@
+/* Heaps: per-thread bins of slabs, pooled.
+ *
+ * A thread takes a heap from the pool on its first allocation and gives it
+ * back, slabs and all, when it exits; the next thread takes it warm. So the
+ * number of heaps is the peak number of threads alive at once, not the
+ * number of threads ever created, and thread churn does not grow memory.
+ * A heap is used by one thread at a time: everything here except the
+ * delayed list and the pool runs without locks or atomics. */
+#include "internal.h"
+
+#include <string.h>
+
+#define EMPTY_PAGE_INIT [0 ... TESS_DIRECT_SLOTS - 1] = &tessi_page_empty
+tess_heap_t tessi_heap_empty = {
+    .direct = {EMPTY_PAGE_INIT},
+    .current = {[0 ... TESS_CLASSES - 1] = &tessi_page_empty},
+};
+
+__thread tess_heap_t *tessi_tls_heap = &tessi_heap_empty;
+
+static struct {
+  tess_lock_t lock;
+  tess_heap_t *idle; /* most recently released first: warmest */
+  tess_heap_t *all;
+  uint32_t count;
+} pool;
+
+/* ------------------------------------------------------------ bin lists */
+
+static void slab_empty(tess_heap_t *h, tess_page_t *d);
+
+/* The bin's first slab becomes current (direct[] and current[] point at
+ * it) and takes the state bias that keeps free() off its slow path; the
+ * slab it replaces gives its bias back, and may turn out empty. */
+static void set_current(tess_heap_t *h, unsigned cls) {
+  tess_page_t *d = h->bins[cls].first ? h->bins[cls].first : &tessi_page_empty;
+  tess_page_t *old = h->current[cls];
+  if (d == old) return;
+  h->current[cls] = d;
+  uint32_t size = tessi_classes[cls].block_size;
+  if (size <= TESS_SMALL_MAX) {
+    unsigned lo = cls == 0 ? 0 : tessi_classes[cls - 1].block_size / 16 + 1;
+    for (unsigned slot = lo; slot <= size / 16; slot++) h->direct[slot] = d;
+  }
+  if (d != &tessi_page_empty) d->state++;
+  if (old != &tessi_page_empty && --old->state == 0) slab_empty(h, old);
+}
+
+static bool in_bin(tess_heap_t *h, const tess_page_t *d) {
+  return d->prev != NULL || h->bins[d->size_class].first == d;
+}
+
+static void bin_unlink(tess_heap_t *h, tess_page_t *d) {
+  tess_bin_t *bin = &h->bins[d->size_class];
+  if (d->prev != NULL) d->prev->next = d->next;
+  else bin->first = d->next;
+  if (d->next != NULL) d->next->prev = d->prev;
+  else bin->last = d->prev;
+  d->next = d->prev = NULL;
+}
+
+static void bin_remove(tess_heap_t *h, tess_page_t *d) {
+  bool was_first = h->bins[d->size_class].first == d;
+  bin_unlink(h, d);
+  if (was_first) set_current(h, d->size_class);
+}
+
+static void bin_push_front(tess_heap_t *h, tess_page_t *d) {
+  tess_bin_t *bin = &h->bins[d->size_class];
+  d->prev = NULL;
+  d->next = bin->first;
+  if (bin->first != NULL) bin->first->prev = d;
+  else bin->last = d;
+  bin->first = d;
+  set_current(h, d->size_class);
+}
+
+static void bin_push_back(tess_heap_t *h, tess_page_t *d) {
+  tess_bin_t *bin = &h->bins[d->size_class];
+  d->next = NULL;
+  d->prev = bin->last;
+  if (bin->last != NULL) bin->last->next = d;
+  else bin->first = d;
+  bin->last = d;
+  if (bin->first == d) set_current(h, d->size_class);
+}
+
+/* -------------------------------------------------------- slab lifecycle */
+
+static size_t slab_pages(const tess_page_t *d) { return tessi_classes[d->size_class].slab_pages; }
+
+/* Back to the partition. Slab pages carry head offsets, and the head an
+ * owner: a free span's descriptors must be zero. */
+static void slab_release(tess_page_t *d) {
+  size_t pages = slab_pages(d);
+  for (size_t i = 1; i < pages; i++) d[i].head_delta = 0;
+  atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
+  tessi_pages_free(d, pages);
+}
+
+static void empty_cache_drain(tess_heap_t *h) {
+  while (h->empty_slabs != NULL) {
+    tess_page_t *d = h->empty_slabs;
+    h->empty_slabs = d->next;
+    slab_release(d);
+  }
+  h->empty_slab_pages = 0;
+}
+
+/* A slab of h with no block out that is not current (the current slab
+ * holds a bias). Cache it for reuse by any class of the same length, up to
+ * the per-heap budget, else give it back at once. */
+static void slab_empty(tess_heap_t *h, tess_page_t *d) {
+  if (in_bin(h, d)) bin_unlink(h, d);
+  size_t pages = slab_pages(d);
+  if ((h->empty_slab_pages + pages) << TESS_PAGE_SHIFT <= tessi_options.heap_cache) {
+    d->next = h->empty_slabs;
+    h->empty_slabs = d;
+    h->empty_slab_pages += pages;
+  } else {
+    slab_release(d);
+  }
+}
+
+static tess_page_t *slab_new(tess_heap_t *h, unsigned cls) {
+  size_t pages = tessi_classes[cls].slab_pages;
+  for (tess_page_t **link = &h->empty_slabs; *link != NULL; link = &(*link)->next) {
+    tess_page_t *d = *link;
+    if (slab_pages(d) == pages) {
+      *link = d->next;
+      h->empty_slab_pages -= pages;
+      tessi_slab_format(d, cls, h);
+      return d;
+    }
+  }
+  bool zero;
+  tess_partition_t *from;
+  tess_page_t *d = tessi_pages_alloc(h->home, pages, 1, TESS_PAGE_SLAB, &zero, &from);
+  if (d == NULL && h->empty_slabs != NULL) {
+    /* short of memory: cached slabs of other lengths may merge into one */
+    empty_cache_drain(h);
+    d = tessi_pages_alloc(h->home, pages, 1, TESS_PAGE_SLAB, &zero, &from);
+  }
+  if (d == NULL) return NULL;
+  tessi_slab_format(d, cls, h);
+  return d;
+}
+
+/* ----------------------------------------------------------------- frees */
+
+static void heap_delayed_push(tess_heap_t *h, tess_block_t *b) {
+  tess_block_t *old = atomic_load_explicit(&h->delayed, memory_order_relaxed);
+  do {
+    b->next = old;
+  } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &old, b, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
+  uintptr_t old = atomic_load_explicit(&d->remote, memory_order_relaxed);
+  for (;;) {
+    if (TESS_UNLIKELY(old & TESS_REMOTE_NOTIFY)) {
+      /* first free into a detached slab: take the flag and hand the block
+       * to the owner, which re-attaches the slab when it frees it. Until
+       * then the block keeps the slab alive (used > 0). */
+      if (atomic_compare_exchange_weak_explicit(&d->remote, &old, 0, memory_order_acq_rel,
+                                                memory_order_relaxed)) {
+        heap_delayed_push(atomic_load_explicit(&d->owner, memory_order_relaxed), b);
+        return;
+      }
+    } else {
+      b->next = (tess_block_t *)old;
+      if (atomic_compare_exchange_weak_explicit(&d->remote, &old, (uintptr_t)b,
+                                                memory_order_release, memory_order_relaxed)) {
+        return;
+      }
+    }
+  }
+}
+
+void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
+  if (d->state == -1) {
+    /* nothing was out: undo the push, so the heap stays sound, and report */
+    tess_block_t *b = d->local_free;
+    d->local_free = b->next;
+    d->state = 0;
+    tessi_report_invalid("free", b, "double free");
+  }
+  if (d->state & TESS_STATE_DETACHED) {
+    d->state &= TESS_STATE_COUNT;
+    bin_push_back(h, d); /* behind the current slab, which stays current */
+  }
+  if (d->state == 0) slab_empty(h, d);
+}
+
+static tess_page_t *slab_of_block(tess_block_t *b) {
+  tess_region_t *r = tessi_region_of((uintptr_t)b);
+  tess_page_t *d = &r->pages[((uintptr_t)b - r->base) >> TESS_PAGE_SHIFT];
+  return tessi_page_head(d);
+}
+
+/* Blocks that other threads freed into our detached slabs. */
+static void process_delayed(tess_heap_t *h) {
+  tess_block_t *b = atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire);
+  while (b != NULL) {
+    tess_block_t *next = b->next;
+    tess_page_t *d = slab_of_block(b);
+    if (atomic_load_explicit(&d->owner, memory_order_relaxed) == h) {
+      b->next = d->local_free;
+      d->local_free = b;
+      if (--d->state <= 0) tessi_heap_local_free_done(h, d);
+    } else {
+      tessi_heap_free_remote(d, b);
+    }
+    b = next;
+  }
+}
+
+/* ---------------------------------------------------------------- malloc */
+
+static inline void *pop_block(tess_page_t *d) {
+  tess_block_t *b = d->free;
+  d->free = b->next;
+  d->state++;
+  return b;
+}
+
+void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls) {
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) process_delayed(h);
+  tess_bin_t *bin = &h->bins[cls];
+  tess_page_t *d = bin->first;
+  while (d != NULL) {
+    if (tessi_slab_refill(tessi_region_of_page(d), d)) {
+      if (d != bin->first) {
+        bin_unlink(h, d);
+        bin_push_front(h, d);
+      }
+      return pop_block(d);
+    }
+    if (!tessi_slab_try_detach(d)) continue; /* remote frees arrived: refill again */
+    tess_page_t *next = d->next;
+    bin_remove(h, d);
+    d = next;
+  }
+  tessi_purge_if_due();
+  d = slab_new(h, cls);
+  if (d == NULL) return NULL;
+  bin_push_front(h, d);
+  tessi_slab_refill(tessi_region_of_page(d), d);
+  return pop_block(d);
+}
+
+/* ----------------------------------------------------------------- pool */
+
+static tess_heap_t *heap_create(void) {
+  tess_heap_t *h = tessi_meta_alloc(sizeof(tess_heap_t));
+  if (h == NULL) return NULL;
+  for (unsigned i = 0; i < TESS_DIRECT_SLOTS; i++) h->direct[i] = &tessi_page_empty;
+  for (unsigned c = 0; c < TESS_CLASSES; c++) h->current[c] = &tessi_page_empty;
+  h->home = tessi_partition_for_heap();
+  tessi_lock(&pool.lock);
+  h->id = pool.count++;
+  h->next_all = pool.all;
+  pool.all = h;
+  tessi_unlock(&pool.lock);
+  return h;
+}
+
+tess_heap_t *tessi_heap_acquire(void) {
+  tessi_lock(&pool.lock);
+  tess_heap_t *h = pool.idle;
+  if (h != NULL) pool.idle = h->next_idle;
+  tessi_unlock(&pool.lock);
+  if (h == NULL) h = heap_create();
+  if (h == NULL) return NULL;
+  h->next_idle = NULL;
+  h->in_use = true;
+  tessi_tls_heap = h;
+  return h;
+}
+
+void tessi_heap_release(tess_heap_t *h) {
+  process_delayed(h);
+  tessi_purge_if_due();
+  if (tessi_tls_heap == h) tessi_tls_heap = &tessi_heap_empty;
+  h->in_use = false;
+  tessi_lock(&pool.lock);
+  h->next_idle = pool.idle;
+  pool.idle = h;
+  tessi_unlock(&pool.lock);
+}
+
+void tessi_heaps_fork_prepare(void) { tessi_lock(&pool.lock); }
+void tessi_heaps_fork_parent(void) { tessi_unlock(&pool.lock); }
+/* The other threads' heaps stay marked in use in the child: their owners
+ * were mid-operation when fork() copied them, so they are never handed out
+ * again. Frees into their slabs still work (as remote frees). */
+void tessi_heaps_fork_child(void) { tessi_lock_reset(&pool.lock); }

@@ -1,0 +1,219 @@
+/* tessalloc internal interfaces: cross-file functions (prefix tessi_, hidden
+ * visibility through the build's default) and the small inline helpers the
+ * hot paths share. Layers, bottom up — each file uses only those below it:
+ *   platform  -> options, report -> sizeclass -> region, span
+ *   -> slab -> heap -> large -> alloc (public API), init, override */
+#ifndef TESS_INTERNAL_H
+#define TESS_INTERNAL_H
+
+#include "platform.h"
+#include "types.h"
+
+/* Everything declared below is internal to the library: telling the
+ * compiler so lets it address globals directly instead of through the GOT. */
+#pragma GCC visibility push(hidden)
+
+#define TESS_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TESS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TESS_NOINLINE __attribute__((noinline))
+#define TESS_COLD __attribute__((cold, noinline))
+#define TESS_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define TESS_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+static inline size_t tessi_align_up(size_t n, size_t align) {
+  return (n + align - 1) & ~(align - 1);
+}
+static inline bool tessi_is_pow2(size_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+/* ------------------------------------------------------------- options */
+extern tess_options_t tessi_options;
+void tessi_options_init(void);
+/* Parses "64M", "4096", "1g"; false on garbage or overflow. */
+bool tessi_parse_size(const char *text, size_t *out);
+
+/* -------------------------------------------------------------- report */
+/* One line on stderr, then abort: "tessalloc: invalid <op> of 0x... (<why>)" */
+_Noreturn void tessi_report_invalid(const char *op, const void *ptr, const char *why);
+_Noreturn void tessi_fatal(const char *msg);
+void tessi_warn(const char *msg, const char *detail);
+
+/* ------------------------------------------------------------------ locks */
+void tessi_lock_slow(tess_lock_t *lock);
+
+static inline void tessi_lock(tess_lock_t *lock) {
+  if (TESS_LIKELY(!atomic_exchange_explicit(&lock->held, 1, memory_order_acquire))) return;
+  tessi_lock_slow(lock);
+}
+static inline void tessi_unlock(tess_lock_t *lock) {
+  atomic_store_explicit(&lock->held, 0, memory_order_release);
+}
+/* after fork() in the child: no other thread can hold it */
+static inline void tessi_lock_reset(tess_lock_t *lock) {
+  atomic_store_explicit(&lock->held, 0, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------- size classes */
+extern tess_class_info_t tessi_classes[TESS_CLASSES];
+extern size_t tessi_slab_limit; /* largest size served from slabs */
+
+void tessi_sizeclass_init(size_t slab_target_bytes, size_t slab_limit);
+
+static inline unsigned tessi_class_of(size_t n) {
+  if (n <= 128) return n <= 16 ? 0 : (unsigned)((n - 1) >> 4);
+  size_t m = n - 1;
+  unsigned top = 63u - (unsigned)__builtin_clzll(m); /* >= 7 */
+  return TESS_EXACT_CLASSES + (top - 7u) * 4u + (unsigned)((m >> (top - 2u)) & 3u);
+}
+/* Smallest class >= size whose blocks are all `align`-aligned (align <= page);
+ * -1 when none (then the block is a page span). */
+int tessi_class_for_aligned(size_t size, size_t align);
+
+/* Lemire's divisibility test: off % size == 0 for off < 2^32, with
+ * div_magic = ceil(2^64 / size) (the low 64 bits of the product are below
+ * div_magic exactly for multiples). Offsets in a slab are below 2^19. */
+static inline bool tessi_is_block_start(uint64_t off, uint64_t div_magic) {
+  return off * div_magic < div_magic;
+}
+
+/* ------------------------------------------------------------- regions */
+/* The primary region, copied into plain globals for the free() fast path
+ * (each is one rip-relative load). base and size are 0 before init, so
+ * every pointer then takes the slow path. */
+extern uintptr_t tessi_primary_base;
+extern size_t tessi_primary_size;
+extern tess_page_t *tessi_primary_pages;
+extern tess_region_t *tessi_primary;
+
+/* Region holding address a (primary or overflow), or NULL. */
+tess_region_t *tessi_region_of(uintptr_t a);
+/* Lay a region over [start, start+size) (page-aligned): header, descriptors,
+ * partitions. NULL when too small. */
+tess_region_t *tessi_region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero,
+                                 unsigned partitions);
+/* OS mode: reserve a new region of `want` bytes, or less down to `need`
+ * when the OS refuses, and link it. */
+tess_region_t *tessi_region_add_os(size_t want, size_t need);
+/* Partition a new heap should allocate from (round robin). */
+tess_partition_t *tessi_partition_for_heap(void);
+tess_partition_t *tessi_partition_of(tess_region_t *r, const tess_page_t *d);
+/* Carve `bytes` of metadata (heap structs) out of a region; never freed. */
+void *tessi_meta_alloc(size_t bytes);
+/* Every region, for fork handlers and purging. */
+tess_region_t *tessi_region_first(void);
+/* fork: hold every region, partition and metadata lock across fork() */
+void tessi_regions_lock_all(void);
+void tessi_regions_unlock_all(bool in_child);
+
+/* Region of a descriptor (the primary one, usually). */
+static inline tess_region_t *tessi_region_of_page(const tess_page_t *d) {
+  if ((uintptr_t)d - tessi_primary_base < tessi_primary_size) return tessi_primary;
+  return tessi_region_of((uintptr_t)d);
+}
+
+/* --*state, answering whether the result is <= 0 (signed): free()'s test
+ * for "needs the slow path". GCC reloads, decrements and tests a 16-bit
+ * field in four instructions; on x86-64 one `sub` sets the flags. */
+static inline bool tessi_state_drop(int16_t *state) {
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  bool at_or_below_zero;
+  __asm__("subw $1, %0" : "+m"(*state), "=@ccle"(at_or_below_zero));
+  return at_or_below_zero;
+#else
+  return --*state <= 0;
+#endif
+}
+
+/* The head descriptor of the slab (or span) page d belongs to. */
+static inline tess_page_t *tessi_page_head(tess_page_t *d) {
+  return (tess_page_t *)((char *)d - d->head_delta);
+}
+/* Offset of a from the start of the span whose page descriptor is d, given
+ * a's offset from the region base. */
+static inline uint64_t tessi_offset_in_span(uintptr_t region_offset, const tess_page_t *d) {
+  return (region_offset & (TESS_PAGE_SIZE - 1)) + ((uint64_t)d->head_delta << (TESS_PAGE_SHIFT - 6));
+}
+_Static_assert(sizeof(tess_page_t) == 1 << 6, "tessi_offset_in_span scales by 64");
+
+static inline uintptr_t tessi_page_addr(const tess_region_t *r, const tess_page_t *d) {
+  return r->base + ((uintptr_t)(d - r->pages) << TESS_PAGE_SHIFT);
+}
+
+/* ---------------------------------------------------------------- spans */
+/* A new partition: all of its pages become one free span. */
+void tessi_span_init_partition(tess_partition_t *p, bool is_zero);
+/* Pages from one partition, aligned to align_pages (power of two), the
+ * head stamped with `kind` and the length; *is_zero says whether all of it
+ * reads as zero. NULL when the partition is full. */
+tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages,
+                              uint8_t kind, bool *is_zero);
+void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
+/* Grow an allocated span in place by taking `extra` pages right of it. */
+bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra);
+/* Decommit dirty spans that waited long enough (all of them if force). */
+void tessi_span_purge(tess_partition_t *p, bool force);
+/* Purge every partition that has spans overdue; one load when none is.
+ * Called from allocation slow paths, so memory goes back even when no
+ * span is freed later. */
+void tessi_purge_if_due(void);
+
+/* Pages from home, else any partition of any region, else a new region (OS
+ * mode). *from receives the partition. */
+tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t align_pages,
+                               uint8_t kind, bool *is_zero, tess_partition_t **from);
+void tessi_pages_free(tess_page_t *head, size_t pages);
+
+/* ----------------------------------------------------------------- slabs */
+extern tess_page_t tessi_page_empty; /* sentinel: a slab with nothing free */
+
+void tessi_slab_format(tess_page_t *d, unsigned cls, tess_heap_t *owner);
+/* Makes d->free non-empty if the slab has any block left: collects local
+ * and remote frees, carves fresh blocks. Returns whether d->free != NULL. */
+bool tessi_slab_refill(tess_region_t *r, tess_page_t *d);
+/* Detaches a full slab: later remote frees notify the owner. False when a
+ * remote free arrived meanwhile (then refill again). */
+bool tessi_slab_try_detach(tess_page_t *d);
+
+/* ----------------------------------------------------------------- heaps */
+extern __thread tess_heap_t *tessi_tls_heap;
+extern tess_heap_t tessi_heap_empty;
+
+/* A block of class cls (slow path: refills, new slabs). NULL when out of
+ * memory. */
+void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls);
+/* The owner pushed a block onto d->local_free and the decremented state
+ * is <= 0: the slab was detached, or its last block came back, or nothing
+ * was out at all (a double free, reported). */
+void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d);
+/* A free by a thread that does not own slab d. */
+void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b);
+tess_heap_t *tessi_heap_acquire(void);
+void tessi_heap_release(tess_heap_t *h);
+void tessi_heaps_fork_prepare(void);
+void tessi_heaps_fork_parent(void);
+void tessi_heaps_fork_child(void);
+
+/* ----------------------------------------------------------------- large */
+void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero);
+void tessi_large_free(tess_region_t *r, tess_page_t *d);
+/* Resize in place (shrink, or grow into a free right neighbour). */
+bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size);
+/* a fresh mapping: reads as zero */
+void *tessi_huge_alloc(size_t size, size_t align);
+/* usable size of a huge block starting at p, 0 if p is not one */
+size_t tessi_huge_usable(const void *p);
+bool tessi_huge_free(void *p);
+void *tessi_huge_realloc(void *p, size_t size);
+void tessi_huge_fork_prepare(void);
+void tessi_huge_fork_parent(void);
+void tessi_huge_fork_child(void);
+
+/* ------------------------------------------------------------------ init */
+extern _Atomic(int) tessi_ready;
+/* Initializes the process state once; false if no memory could be had. */
+bool tessi_ensure_init(void);
+/* Arrange for h to be released when the calling thread exits. */
+void tessi_thread_attach(tess_heap_t *h);
+
+#pragma GCC visibility pop
+
+#endif /* TESS_INTERNAL_H */

@@ -1,0 +1,41 @@
+/* Large blocks: above the slab limit, a page span of their own, rounded to
+ * pages (not to a power of two), from the heap's home partition. Resizing
+ * works in place where the neighbouring pages allow. */
+#include "internal.h"
+
+#include <string.h>
+
+void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero) {
+  size_t pages = (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+  size_t align_pages = align > TESS_PAGE_SIZE ? align >> TESS_PAGE_SHIFT : 1;
+  if (pages == 0) pages = 1;
+  if (pages > UINT32_MAX || align_pages > UINT32_MAX) return NULL;
+  tessi_purge_if_due();
+  bool is_zero;
+  tess_partition_t *from;
+  tess_page_t *d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
+  if (d == NULL) return NULL;
+  void *p = (void *)tessi_page_addr(from->region, d);
+  if (zero && !is_zero) memset(p, 0, size);
+  return p;
+}
+
+void tessi_large_free(tess_region_t *r, tess_page_t *d) {
+  tessi_span_free(tessi_partition_of(r, d), d, d->u.span.pages);
+}
+
+bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size) {
+  size_t pages = (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+  size_t old = d->u.span.pages;
+  if (pages == 0) pages = 1;
+  if (pages == old) return true;
+  tess_partition_t *p = tessi_partition_of(r, d);
+  if (pages < old) {
+    d->u.span.pages = (uint32_t)pages;
+    tessi_span_free(p, d + pages, old - pages);
+    return true;
+  }
+  if (pages > UINT32_MAX || !tessi_span_grow(p, d, old, pages - old)) return false;
+  d->u.span.pages = (uint32_t)pages;
+  return true;
+}

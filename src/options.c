@@ -1,0 +1,65 @@
+/* TESS_* environment options, read once at start-up. Bad values are
+ * reported (one line) and the default is kept. */
+#include "internal.h"
+
+#include <string.h>
+
+tess_options_t tessi_options = {
+    .decommit_delay_ms = 250,
+    .decommit_min = 64 * 1024,
+    .reserve = (size_t)64 << 30,
+    .huge_threshold = (size_t)16 << 20,
+    .heap_cache = 512 * 1024,
+    .partitions = 0,
+};
+
+bool tessi_parse_size(const char *text, size_t *out) {
+  if (text == NULL || *text == '\0') return false;
+  size_t value = 0;
+  const char *c = text;
+  for (; *c >= '0' && *c <= '9'; c++) {
+    size_t digit = (size_t)(*c - '0');
+    if (value > (SIZE_MAX - digit) / 10) return false;
+    value = value * 10 + digit;
+  }
+  if (c == text) return false;
+  unsigned shift = 0;
+  switch (*c) {
+    case 'k': case 'K': shift = 10; c++; break;
+    case 'm': case 'M': shift = 20; c++; break;
+    case 'g': case 'G': shift = 30; c++; break;
+    case 't': case 'T': shift = 40; c++; break;
+    default: break;
+  }
+  if (shift && (*c == 'i' || *c == 'I')) c++;          /* "64MiB" */
+  if (*c == 'b' || *c == 'B') c++;
+  if (*c != '\0') return false;
+  if (shift && value > (SIZE_MAX >> shift)) return false;
+  *out = value << shift;
+  return true;
+}
+
+static void read_size(const char *name, size_t *target, size_t min, size_t max) {
+  const char *text = tessi_plat_getenv(name);
+  if (text == NULL) return;
+  size_t value;
+  if (!tessi_parse_size(text, &value) || value < min || value > max) {
+    tessi_warn(name, "ignored: expected a size such as 4096, 64K, 16M or 2G within range");
+    return;
+  }
+  *target = value;
+}
+
+void tessi_options_init(void) {
+  size_t value = tessi_options.decommit_delay_ms;
+  read_size("TESS_DECOMMIT_DELAY_MS", &value, 0, 3600u * 1000u);
+  tessi_options.decommit_delay_ms = (uint32_t)value;
+  read_size("TESS_DECOMMIT_MIN", &tessi_options.decommit_min, TESS_PAGE_SIZE, SIZE_MAX / 2);
+  read_size("TESS_RESERVE", &tessi_options.reserve, (size_t)16 << 20, (size_t)1 << 46);
+  read_size("TESS_HUGE_THRESHOLD", &tessi_options.huge_threshold, (size_t)1 << 20,
+            (size_t)1 << 40);
+  read_size("TESS_HEAP_CACHE", &tessi_options.heap_cache, 0, (size_t)1 << 30);
+  value = tessi_options.partitions;
+  read_size("TESS_PARTITIONS", &value, 0, TESS_MAX_PARTITIONS);
+  tessi_options.partitions = (uint32_t)value;
+}

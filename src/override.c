@@ -1,0 +1,36 @@
+/* The standard names. Included at the end of alloc.c when the library
+ * replaces the malloc family (TESS_OVERRIDE), because an alias must be
+ * defined in the same translation unit as its target: malloc *is*
+ * tess_malloc, with no extra jump. glibc's own entry points (__libc_*) are
+ * covered too, so no pointer from glibc's allocator reaches ours or the
+ * reverse. Prototypes are declared here, not taken from <stdlib.h>, whose
+ * attributes differ between glibc versions. */
+#if defined(__clang__) /* no copy attribute; it does not ask for one */
+#define TESS_ALIAS(target) __attribute__((alias(#target), visibility("default"), used))
+#else
+#define TESS_ALIAS(target) \
+  __attribute__((alias(#target), copy(target), visibility("default"), used))
+#endif
+
+void *malloc(size_t size) TESS_ALIAS(tess_malloc);
+void *calloc(size_t count, size_t size) TESS_ALIAS(tess_calloc);
+void *realloc(void *p, size_t size) TESS_ALIAS(tess_realloc);
+void *reallocarray(void *p, size_t count, size_t size) TESS_ALIAS(tess_reallocarray);
+void free(void *p) TESS_ALIAS(tess_free);
+void cfree(void *p) TESS_ALIAS(tess_free);
+void free_sized(void *p, size_t size) TESS_ALIAS(tess_free_sized);
+void free_aligned_sized(void *p, size_t alignment, size_t size) TESS_ALIAS(tess_free_aligned_sized);
+void *aligned_alloc(size_t alignment, size_t size) TESS_ALIAS(tess_aligned_alloc);
+int posix_memalign(void **out, size_t alignment, size_t size) TESS_ALIAS(tess_posix_memalign);
+void *memalign(size_t alignment, size_t size) TESS_ALIAS(tess_memalign);
+void *valloc(size_t size) TESS_ALIAS(tess_valloc);
+void *pvalloc(size_t size) TESS_ALIAS(tess_pvalloc);
+size_t malloc_usable_size(void *p) TESS_ALIAS(tess_usable_size);
+
+void *__libc_malloc(size_t size) TESS_ALIAS(tess_malloc);
+void *__libc_calloc(size_t count, size_t size) TESS_ALIAS(tess_calloc);
+void *__libc_realloc(void *p, size_t size) TESS_ALIAS(tess_realloc);
+void __libc_free(void *p) TESS_ALIAS(tess_free);
+void *__libc_memalign(size_t alignment, size_t size) TESS_ALIAS(tess_memalign);
+void *__libc_valloc(size_t size) TESS_ALIAS(tess_valloc);
+void *__libc_pvalloc(size_t size) TESS_ALIAS(tess_pvalloc);

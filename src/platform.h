@@ -1,0 +1,52 @@
+/* The platform contract: the only functions through which tessalloc talks to
+ * the operating system. Everything above this layer is OS-agnostic, so a
+ * fixed region (an enclave heap, a board's RAM) can be the only memory:
+ * a fixed-mode platform answers reserve() with NULL and makes decommit()
+ * a no-op. */
+#ifndef TESS_PLATFORM_H
+#define TESS_PLATFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The smallest unit reserve/decommit work in (the hardware page). */
+#define TESS_PLAT_PAGE ((size_t)4096)
+
+#pragma GCC visibility push(hidden)
+
+/* Address space, readable and writable, zero-filled, aligned to `align`
+ * (a power of two >= the page size). NULL when none is available. */
+void *tessi_plat_reserve(size_t size, size_t align);
+
+/* Give back what reserve() returned (or a page-aligned part of it). */
+void tessi_plat_release(void *addr, size_t size);
+
+/* Drop the contents of a page-aligned range; it reads as zero afterwards and
+ * stays usable. Returns false when the platform cannot do it. */
+bool tessi_plat_decommit(void *addr, size_t size);
+
+/* Grow or shrink a mapping from reserve(); may move it. NULL on failure. */
+void *tessi_plat_remap(void *addr, size_t old_size, size_t new_size);
+
+/* Monotonic milliseconds, coarse (cheap) is fine. */
+uint32_t tessi_plat_now_ms(void);
+
+/* Let another thread run while we wait for a lock. */
+void tessi_plat_yield(void);
+
+/* Write a message to the error stream without allocating. */
+void tessi_plat_write_error(const char *msg, size_t len);
+
+/* Stop the process (after an error report). */
+_Noreturn void tessi_plat_abort(void);
+
+/* Value of an environment variable, or NULL; must not allocate. */
+const char *tessi_plat_getenv(const char *name);
+
+/* Number of processors online (>= 1). */
+unsigned tessi_plat_cpu_count(void);
+
+#pragma GCC visibility pop
+
+#endif /* TESS_PLATFORM_H */

@@ -1,0 +1,91 @@
+/* Linux implementation of the platform contract (platform.h). */
+#include "platform.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+void *tessi_plat_reserve(size_t size, size_t align) {
+  int saved = errno; /* a failed reservation is not the caller's error */
+  size_t span = size + align - TESS_PLAT_PAGE;
+  if (span < size) return NULL;
+  /* MAP_NORESERVE: address space only; pages are charged when touched. */
+  char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) {
+    errno = saved;
+    return NULL;
+  }
+  uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
+  size_t head = start - (uintptr_t)raw;
+  size_t tail = span - head - size;
+  if (head) munmap(raw, head);
+  if (tail) munmap((char *)start + size, tail);
+  errno = saved;
+  return (void *)start;
+}
+
+void tessi_plat_release(void *addr, size_t size) {
+  int saved = errno;
+  munmap(addr, size);
+  errno = saved;
+}
+
+bool tessi_plat_decommit(void *addr, size_t size) {
+  int saved = errno;
+  bool ok = madvise(addr, size, MADV_DONTNEED) == 0;
+  errno = saved;
+  return ok;
+}
+
+void *tessi_plat_remap(void *addr, size_t old_size, size_t new_size) {
+  int saved = errno;
+  void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
+  errno = saved;
+  return p == MAP_FAILED ? NULL : p;
+}
+
+uint32_t tessi_plat_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+}
+
+void tessi_plat_yield(void) { sched_yield(); }
+
+void tessi_plat_write_error(const char *msg, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(STDERR_FILENO, msg, len);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return;
+    }
+    msg += n;
+    len -= (size_t)n;
+  }
+}
+
+_Noreturn void tessi_plat_abort(void) { abort(); }
+
+const char *tessi_plat_getenv(const char *name) {
+  /* environ is set before any constructor runs; getenv() would do too, but
+   * reading it directly is guaranteed not to allocate. */
+  size_t len = strlen(name);
+  if (environ == NULL) return NULL;
+  for (char **e = environ; *e != NULL; e++) {
+    if (strncmp(*e, name, len) == 0 && (*e)[len] == '=') return *e + len + 1;
+  }
+  return NULL;
+}
+
+unsigned tessi_plat_cpu_count(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (unsigned)n : 1u;
+}

@@ -1,0 +1,217 @@
+/* Regions and partitions: laying the page descriptors over a range of
+ * memory, finding the region of an address, and choosing where pages come
+ * from. The span allocator inside a partition is span.c. */
+#include "internal.h"
+
+#include <string.h>
+
+uintptr_t tessi_primary_base;
+size_t tessi_primary_size;
+tess_page_t *tessi_primary_pages;
+tess_region_t *tessi_primary;
+
+/* Regions are only ever added (at the tail), never removed: readers walk
+ * the list without a lock. */
+static tess_region_t *_Atomic region_list;
+static tess_lock_t region_lock;
+
+/* Heap structs and other never-freed metadata, bump-allocated from META
+ * spans. */
+static struct {
+  tess_lock_t lock;
+  uintptr_t cursor, end;
+} meta;
+
+tess_region_t *tessi_region_first(void) {
+  return atomic_load_explicit(&region_list, memory_order_acquire);
+}
+
+tess_region_t *tessi_region_of(uintptr_t a) {
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = r->next_region) {
+    if (a - r->base < r->size) return r;
+  }
+  return NULL;
+}
+
+tess_partition_t *tessi_partition_of(tess_region_t *r, const tess_page_t *d) {
+  uint32_t index = (uint32_t)(d - r->pages);
+  uint32_t first = r->partitions[0].first_page;
+  uint32_t each = r->partitions[0].end_page - first;
+  uint32_t i = index < first ? 0 : (index - first) / each;
+  if (i >= r->partition_count) i = r->partition_count - 1;
+  return &r->partitions[i];
+}
+
+static void link_region(tess_region_t *r) {
+  tessi_lock(&region_lock);
+  tess_region_t *head = atomic_load_explicit(&region_list, memory_order_relaxed);
+  if (head == NULL) {
+    atomic_store_explicit(&region_list, r, memory_order_release);
+  } else {
+    while (head->next_region != NULL) head = head->next_region;
+    atomic_store_explicit((tess_region_t *_Atomic *)&head->next_region, r,
+                          memory_order_release);
+  }
+  tessi_unlock(&region_lock);
+}
+
+tess_region_t *tessi_region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero,
+                                 unsigned partitions) {
+  size_t page_count = size >> TESS_PAGE_SHIFT;
+  if (page_count > UINT32_MAX) page_count = UINT32_MAX;
+  if (partitions < 1) partitions = 1;
+  if (partitions > TESS_MAX_PARTITIONS) partitions = TESS_MAX_PARTITIONS;
+  size_t header = offsetof(tess_region_t, partitions) + partitions * sizeof(tess_partition_t);
+  header = tessi_align_up(header, sizeof(tess_page_t));
+  size_t meta_pages =
+      (header + page_count * sizeof(tess_page_t) + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+  if (page_count < meta_pages + 4 * partitions) return NULL;
+
+  tess_region_t *r = (tess_region_t *)start;
+  /* the user's memory holds anything; our own fresh mapping is zero */
+  if (!is_zero) memset(r, 0, meta_pages << TESS_PAGE_SHIFT);
+  r->base = start;
+  r->size = page_count << TESS_PAGE_SHIFT;
+  r->pages = (tess_page_t *)(start + header);
+  r->page_count = page_count;
+  r->is_fixed = is_fixed;
+  r->fresh_is_zero = is_zero;
+  r->partition_count = partitions;
+  /* one META span; its interior stays zero like any span's (touching a
+   * descriptor per page would commit 1/64 of a large reservation) */
+  r->pages[0].kind = TESS_PAGE_META;
+  r->pages[0].u.span.pages = (uint32_t)meta_pages;
+
+  uint32_t first = (uint32_t)meta_pages;
+  uint32_t each = (uint32_t)((page_count - meta_pages) / partitions);
+  for (unsigned i = 0; i < partitions; i++) {
+    tess_partition_t *p = &r->partitions[i];
+    p->region = r;
+    p->first_page = first + i * each;
+    p->end_page = i + 1 == partitions ? (uint32_t)page_count : p->first_page + each;
+    tessi_span_init_partition(p, is_zero);
+  }
+  return r;
+}
+
+static unsigned default_partitions(size_t size) {
+  unsigned n = tessi_options.partitions ? tessi_options.partitions : tessi_plat_cpu_count();
+  /* a partition below 16 MiB would fragment more than it saves in locking */
+  while (n > 1 && size / n < ((size_t)16 << 20)) n--;
+  return TESS_MIN(n, (unsigned)TESS_MAX_PARTITIONS);
+}
+
+tess_region_t *tessi_region_add_os(size_t want, size_t need) {
+  need = tessi_align_up(TESS_MAX(need, (size_t)16 << 20), (size_t)16 << 20);
+  want = TESS_MAX(tessi_align_up(want, (size_t)16 << 20), need);
+  /* a smaller reservation is better than none (RLIMIT_AS, strict overcommit,
+   * valgrind): halve until the OS agrees, but not below what is needed */
+  for (;;) {
+    void *mem = tessi_plat_reserve(want, TESS_PAGE_SIZE);
+    if (mem != NULL) {
+      tess_region_t *r = tessi_region_init((uintptr_t)mem, want, false, true,
+                                           default_partitions(want));
+      if (r == NULL) {
+        tessi_plat_release(mem, want);
+        return NULL;
+      }
+      link_region(r);
+      return r;
+    }
+    if (want == need) return NULL;
+    want = TESS_MAX(want / 2, need);
+  }
+}
+
+tess_partition_t *tessi_partition_for_heap(void) {
+  tess_region_t *r = tessi_primary;
+  uint32_t n = atomic_fetch_add_explicit(&r->next_partition, 1, memory_order_relaxed);
+  return &r->partitions[n % r->partition_count];
+}
+
+static tess_page_t *alloc_in_region(tess_region_t *r, unsigned start, size_t pages,
+                                    size_t align_pages, uint8_t kind, bool *is_zero,
+                                    tess_partition_t **from) {
+  for (unsigned k = 0; k < r->partition_count; k++) {
+    tess_partition_t *p = &r->partitions[(start + k) % r->partition_count];
+    tess_page_t *d = tessi_span_alloc(p, pages, align_pages, kind, is_zero);
+    if (d != NULL) {
+      *from = p;
+      return d;
+    }
+  }
+  return NULL;
+}
+
+tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t align_pages,
+                               uint8_t kind, bool *is_zero, tess_partition_t **from) {
+  tess_region_t *home_region = home->region;
+  unsigned start = (unsigned)(home - home_region->partitions);
+  tess_page_t *d = alloc_in_region(home_region, start, pages, align_pages, kind, is_zero, from);
+  if (d != NULL) return d;
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = r->next_region) {
+    if (r == home_region) continue;
+    d = alloc_in_region(r, 0, pages, align_pages, kind, is_zero, from);
+    if (d != NULL) return d;
+  }
+  if (home_region->is_fixed) return NULL; /* the region is all there is */
+  /* OS mode, every region full: add one, at least as large as the request
+   * (with room for its descriptors) */
+  size_t need = (pages + align_pages) << TESS_PAGE_SHIFT;
+  need += need / 32 + ((size_t)1 << 20); /* its descriptors */
+  tess_region_t *r = tessi_region_add_os(TESS_MAX(need, tessi_options.reserve / 16), need);
+  if (r == NULL) return NULL;
+  return alloc_in_region(r, 0, pages, align_pages, kind, is_zero, from);
+}
+
+void tessi_pages_free(tess_page_t *head, size_t pages) {
+  tess_region_t *r = tessi_region_of((uintptr_t)head);
+  tessi_span_free(tessi_partition_of(r, head), head, pages);
+}
+
+void *tessi_meta_alloc(size_t bytes) {
+  bytes = tessi_align_up(bytes, 64);
+  tessi_lock(&meta.lock);
+  if (meta.end - meta.cursor < bytes) {
+    size_t pages = (TESS_MAX(bytes, (size_t)16 << 10) + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+    tess_partition_t *from;
+    bool zero;
+    tess_page_t *d = tessi_pages_alloc(&tessi_primary->partitions[0], pages, 1,
+                                       TESS_PAGE_META, &zero, &from);
+    if (d == NULL) {
+      tessi_unlock(&meta.lock);
+      return NULL;
+    }
+    meta.cursor = tessi_page_addr(from->region, d);
+    meta.end = meta.cursor + (pages << TESS_PAGE_SHIFT);
+  }
+  void *p = (void *)meta.cursor;
+  meta.cursor += bytes;
+  tessi_unlock(&meta.lock);
+  memset(p, 0, bytes);
+  return p;
+}
+
+void tessi_regions_lock_all(void) {
+  tessi_lock(&region_lock);
+  tessi_lock(&meta.lock);
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = r->next_region) {
+    for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
+  }
+}
+
+void tessi_regions_unlock_all(bool in_child) {
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = r->next_region) {
+    for (unsigned i = 0; i < r->partition_count; i++) {
+      if (in_child) tessi_lock_reset(&r->partitions[i].lock);
+      else tessi_unlock(&r->partitions[i].lock);
+    }
+  }
+  if (in_child) {
+    tessi_lock_reset(&meta.lock);
+    tessi_lock_reset(&region_lock);
+  } else {
+    tessi_unlock(&meta.lock);
+    tessi_unlock(&region_lock);
+  }
+}

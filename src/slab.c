@@ -1,0 +1,83 @@
+/* Slabs: a span of pages cut into blocks of one size class, with three free
+ * lists (mimalloc's sharding):
+ *   free        what the owner allocates from (no atomics),
+ *   local_free  what the owner freed (no atomics),
+ *   remote      what other threads freed (an atomic stack).
+ * Blocks are carved lazily, about a page at a time. A full slab leaves its
+ * bin ("detached") and sets TESS_REMOTE_NOTIFY in `remote`; the next remote
+ * free then hands its block to the owner heap's delayed list instead (see
+ * heap.c), so the owner learns that the slab has room again without
+ * scanning. */
+#include "internal.h"
+
+tess_page_t tessi_page_empty; /* free == NULL: the fast path falls through */
+
+void tessi_slab_format(tess_page_t *d, unsigned cls, tess_heap_t *owner) {
+  const tess_class_info_t *info = &tessi_classes[cls];
+  d->free = NULL;
+  d->local_free = NULL;
+  d->state = 0;
+  d->capacity = 0;
+  d->size_class = (uint8_t)cls;
+  d->head_delta = 0;
+  d->u.div_magic = info->div_magic;
+  atomic_store_explicit(&d->remote, 0, memory_order_relaxed);
+  atomic_store_explicit(&d->owner, owner, memory_order_relaxed);
+  d->next = d->prev = NULL;
+  /* interior pages are zero (a free span's) but for the way to the head;
+   * the head's kind was stamped by the span allocator */
+  for (uint32_t i = 1; i < info->slab_pages; i++) {
+    d[i].head_delta = (uint16_t)(i * sizeof(tess_page_t));
+  }
+}
+
+static void slab_extend(tess_region_t *r, tess_page_t *d) {
+  const tess_class_info_t *info = &tessi_classes[d->size_class];
+  uint32_t count = TESS_MIN(info->extend_blocks, info->slab_blocks - d->capacity);
+  if (count == 0) return;
+  size_t size = info->block_size;
+  char *first = (char *)tessi_page_addr(r, d) + (size_t)d->capacity * size;
+  char *block = first;
+  for (uint32_t i = 1; i < count; i++, block += size) {
+    ((tess_block_t *)block)->next = (tess_block_t *)(block + size);
+  }
+  ((tess_block_t *)block)->next = d->free;
+  d->free = (tess_block_t *)first;
+  d->capacity = (uint16_t)(d->capacity + count);
+}
+
+bool tessi_slab_refill(tess_region_t *r, tess_page_t *d) {
+  if (d->free != NULL) return true;
+  d->free = d->local_free;
+  d->local_free = NULL;
+  uintptr_t remote = atomic_load_explicit(&d->remote, memory_order_relaxed);
+  if (remote != 0) {
+    remote = atomic_exchange_explicit(&d->remote, 0, memory_order_acquire);
+    tess_block_t *list = (tess_block_t *)(remote & ~TESS_REMOTE_NOTIFY);
+    if (list != NULL) {
+      uint32_t count = 1;
+      tess_block_t *last = list;
+      while (last->next != NULL) {
+        last = last->next;
+        count++;
+      }
+      last->next = d->free;
+      d->free = list;
+      d->state = (int16_t)(d->state - (int16_t)count);
+    }
+  }
+  /* reuse what was freed before touching fresh memory */
+  if (d->free == NULL) slab_extend(r, d);
+  return d->free != NULL;
+}
+
+bool tessi_slab_try_detach(tess_page_t *d) {
+  uintptr_t expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&d->remote, &expected, TESS_REMOTE_NOTIFY,
+                                               memory_order_acq_rel, memory_order_acquire) &&
+      expected != TESS_REMOTE_NOTIFY) {
+    return false; /* a remote free came in: there is something to collect */
+  }
+  d->state |= TESS_STATE_DETACHED;
+  return true;
+}

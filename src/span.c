@@ -1,0 +1,297 @@
+/* The span allocator of a partition: runs of pages, kept in size bins, with
+ * coalescing of neighbours on free and delayed decommit of dirty spans.
+ *
+ * A free span is described by its head descriptor (kind FREE: length,
+ * flags, when it was freed) and, when longer than one page, its last one
+ * (kind FREE_TAIL: distance back to the head); so the span left of a freed
+ * one is found in O(1), as is the one to its right (its head follows our
+ * end). Every other descriptor inside a free span is zero. All of it is
+ * guarded by the partition's lock. */
+#include "internal.h"
+
+/* Bins by page count: exact for 1..8 pages, then four per doubling. */
+static inline unsigned bin_of(size_t pages) {
+  if (pages <= 8) return (unsigned)pages - 1;
+  unsigned top = 63u - (unsigned)__builtin_clzll(pages);
+  return 8u + (top - 3u) * 4u + (unsigned)((pages >> (top - 2u)) & 3u);
+}
+
+static inline tess_page_t *first_page(tess_partition_t *p) {
+  return &p->region->pages[p->first_page];
+}
+static inline tess_page_t *end_page(tess_partition_t *p) {
+  return &p->region->pages[p->end_page];
+}
+
+static inline void clear_desc(tess_page_t *d) {
+  static const tess_page_t zero;
+  *d = zero;
+}
+
+static void bin_push(tess_partition_t *p, tess_page_t *d) {
+  unsigned b = bin_of(d->u.span.pages);
+  d->prev = NULL;
+  d->next = p->bins[b];
+  if (d->next != NULL) d->next->prev = d;
+  p->bins[b] = d;
+  p->nonempty[b >> 6] |= (uint64_t)1 << (b & 63);
+}
+
+static void bin_remove(tess_partition_t *p, tess_page_t *d) {
+  unsigned b = bin_of(d->u.span.pages);
+  if (d->prev != NULL) d->prev->next = d->next;
+  else p->bins[b] = d->next;
+  if (d->next != NULL) d->next->prev = d->prev;
+  if (p->bins[b] == NULL) p->nonempty[b >> 6] &= ~((uint64_t)1 << (b & 63));
+  d->next = d->prev = NULL;
+}
+
+static void write_free_span(tess_page_t *head, size_t pages, uint16_t flags, uint32_t freed_at) {
+  head->kind = TESS_PAGE_FREE;
+  head->flags = flags;
+  head->head_delta = 0;
+  head->u.span.pages = (uint32_t)pages;
+  head->u.span.freed_at_ms = freed_at;
+  if (pages > 1) {
+    tess_page_t *tail = head + pages - 1;
+    tail->kind = TESS_PAGE_FREE_TAIL;
+    tail->flags = 0;
+    tail->head_delta = 0;
+    tail->u.span.pages = (uint32_t)(pages - 1);
+  }
+}
+
+/* Merged flags: zero only if both were, dirty if either was. */
+static inline uint16_t merge_flags(uint16_t a, uint16_t b) {
+  return (uint16_t)(((a & b) & TESS_SPAN_ZERO) | ((a | b) & TESS_SPAN_DIRTY));
+}
+
+static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0 ? a : b; }
+
+/* Earliest time any partition has a purge due (0: none), so slow paths
+ * elsewhere can check in one load whether purging is overdue. */
+static _Atomic(uint32_t) purge_due_ms;
+
+static void schedule_purge(tess_partition_t *p, uint32_t due) {
+  if (due == 0) due = 1;
+  p->next_purge_ms = due;
+  uint32_t seen = atomic_load_explicit(&purge_due_ms, memory_order_relaxed);
+  while ((seen == 0 || (int32_t)(due - seen) < 0) &&
+         !atomic_compare_exchange_weak_explicit(&purge_due_ms, &seen, due, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
+/* Insert [head, head+pages) as free, merging with free neighbours; returns
+ * the merged span's head. The caller has cleared head's descriptor. */
+static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size_t pages, uint16_t flags,
+                            uint32_t freed_at) {
+  if (head > first_page(p)) {
+    tess_page_t *left = head - 1;
+    tess_page_t *left_head = left->kind == TESS_PAGE_FREE_TAIL ? left - left->u.span.pages
+                             : left->kind == TESS_PAGE_FREE    ? left
+                                                               : NULL;
+    if (left_head != NULL && left_head->kind == TESS_PAGE_FREE) {
+      bin_remove(p, left_head);
+      size_t left_pages = left_head->u.span.pages;
+      flags = merge_flags(flags, left_head->flags);
+      freed_at = later(freed_at, left_head->u.span.freed_at_ms);
+      if (left != left_head) clear_desc(left);
+      head = left_head;
+      pages += left_pages;
+    }
+  }
+  tess_page_t *right = head + pages;
+  if (right < end_page(p) && right->kind == TESS_PAGE_FREE) {
+    bin_remove(p, right);
+    size_t right_pages = right->u.span.pages;
+    flags = merge_flags(flags, right->flags);
+    freed_at = later(freed_at, right->u.span.freed_at_ms);
+    clear_desc(right); /* its tail becomes ours and is rewritten below */
+    pages += right_pages;
+  }
+  if (pages > 1) clear_desc(head + pages - 1);
+  write_free_span(head, pages, flags, freed_at);
+  bin_push(p, head);
+  return head;
+}
+
+void tessi_span_init_partition(tess_partition_t *p, bool is_zero) {
+  size_t pages = p->end_page - p->first_page;
+  write_free_span(first_page(p), pages, is_zero ? TESS_SPAN_ZERO : 0, 0);
+  bin_push(p, first_page(p));
+  p->free_pages = pages;
+}
+
+static tess_page_t *find_span(tess_partition_t *p, size_t pages) {
+  unsigned b = bin_of(pages);
+  /* spans in b may be shorter than asked; look at a few for a fit */
+  unsigned looked = 0;
+  for (tess_page_t *d = p->bins[b]; d != NULL && looked < 16; d = d->next, looked++) {
+    if (d->u.span.pages >= pages) return d;
+  }
+  /* any span of a higher bin fits */
+  for (unsigned w = (b + 1) >> 6; w < TESS_SPAN_BINS / 64; w++) {
+    uint64_t mask = p->nonempty[w];
+    if (w == (b + 1) >> 6) mask &= ~(uint64_t)0 << ((b + 1) & 63);
+    if (mask != 0) return p->bins[w * 64 + (unsigned)__builtin_ctzll(mask)];
+  }
+  return NULL;
+}
+
+tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages,
+                              uint8_t kind, bool *is_zero) {
+  size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
+  if (need > p->end_page - p->first_page) return NULL;
+  tessi_lock(&p->lock);
+  tess_page_t *head = find_span(p, need);
+  if (head == NULL) {
+    tessi_unlock(&p->lock);
+    return NULL;
+  }
+  bin_remove(p, head);
+  size_t total = head->u.span.pages;
+  uint16_t flags = head->flags;
+  uint32_t freed_at = head->u.span.freed_at_ms;
+
+  size_t lead = 0;
+  if (align_pages > 1) {
+    uintptr_t addr = tessi_page_addr(p->region, head);
+    uintptr_t align = (uintptr_t)align_pages << TESS_PAGE_SHIFT;
+    lead = (((addr + align - 1) & ~(align - 1)) - addr) >> TESS_PAGE_SHIFT;
+  }
+  size_t trail = total - lead - pages;
+  if (total > 1) clear_desc(head + total - 1);
+  clear_desc(head);
+  /* the pieces left over keep the span's state; their outer neighbours
+   * are not free (or they would have been merged), so no coalescing */
+  if (lead > 0) {
+    write_free_span(head, lead, flags, freed_at);
+    bin_push(p, head);
+  }
+  if (trail > 0) {
+    write_free_span(head + lead + pages, trail, flags, freed_at);
+    bin_push(p, head + lead + pages);
+  }
+  /* stamped under the lock: coalescing in other threads reads the kind
+   * of the pages next to theirs */
+  head[lead].kind = kind;
+  head[lead].u.span.pages = (uint32_t)pages;
+  p->free_pages -= pages;
+  tessi_unlock(&p->lock);
+  *is_zero = (flags & TESS_SPAN_ZERO) != 0;
+  return head + lead;
+}
+
+bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra) {
+  tess_page_t *right = head + pages;
+  if (right >= end_page(p) || (size_t)(end_page(p) - right) < extra) return false;
+  tessi_lock(&p->lock);
+  bool ok = right->kind == TESS_PAGE_FREE && right->u.span.pages >= extra;
+  if (ok) {
+    bin_remove(p, right);
+    size_t right_pages = right->u.span.pages;
+    uint16_t flags = right->flags;
+    uint32_t freed_at = right->u.span.freed_at_ms;
+    if (right_pages > 1) clear_desc(right + right_pages - 1);
+    clear_desc(right);
+    if (right_pages > extra) {
+      write_free_span(right + extra, right_pages - extra, flags, freed_at);
+      bin_push(p, right + extra);
+    }
+    p->free_pages -= extra;
+  }
+  tessi_unlock(&p->lock);
+  return ok;
+}
+
+/* Decommit dirty spans of at least decommit_min bytes that have waited
+ * decommit_delay_ms. The madvise calls run without the lock; the spans are
+ * parked as BUSY meanwhile so nobody allocates or merges them. */
+static void purge_locked(tess_partition_t *p, uint32_t now, bool force) {
+  size_t min_pages = TESS_MAX((size_t)1, tessi_options.decommit_min >> TESS_PAGE_SHIFT);
+  uint32_t delay = tessi_options.decommit_delay_ms;
+  uint32_t next = 0;
+  tess_page_t *busy = NULL;
+  for (unsigned b = bin_of(min_pages); b < TESS_SPAN_BINS; b++) {
+    if ((p->nonempty[b >> 6] & ((uint64_t)1 << (b & 63))) == 0) continue;
+    for (tess_page_t *d = p->bins[b], *after; d != NULL; d = after) {
+      after = d->next;
+      if (!(d->flags & TESS_SPAN_DIRTY) || d->u.span.pages < min_pages) continue;
+      uint32_t due = d->u.span.freed_at_ms + delay;
+      if (force || (int32_t)(now - due) >= 0) {
+        bin_remove(p, d);
+        d->kind = TESS_PAGE_BUSY;
+        d->next = busy;
+        busy = d;
+      } else if (next == 0 || (int32_t)(due - next) < 0) {
+        next = due ? due : 1;
+      }
+    }
+  }
+  p->next_purge_ms = 0;
+  if (next != 0) schedule_purge(p, next);
+  if (busy == NULL) return;
+  tessi_unlock(&p->lock);
+  for (tess_page_t *d = busy; d != NULL; d = d->next) {
+    tessi_plat_decommit((void *)tessi_page_addr(p->region, d),
+                        (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
+  }
+  tessi_lock(&p->lock);
+  for (tess_page_t *d = busy, *after; d != NULL; d = after) {
+    after = d->next;
+    size_t pages = d->u.span.pages;
+    uint32_t freed_at = d->u.span.freed_at_ms;
+    if (pages > 1) clear_desc(d + pages - 1);
+    clear_desc(d);
+    coalesce_insert(p, d, pages, TESS_SPAN_ZERO, freed_at);
+  }
+}
+
+void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages) {
+  tessi_lock(&p->lock);
+  uint32_t now = tessi_plat_now_ms();
+  clear_desc(head);
+  tess_page_t *merged = coalesce_insert(p, head, pages, TESS_SPAN_DIRTY, now);
+  p->free_pages += pages;
+  if (!p->region->is_fixed) {
+    size_t merged_bytes = (size_t)merged->u.span.pages << TESS_PAGE_SHIFT;
+    if (p->next_purge_ms == 0 && merged_bytes >= tessi_options.decommit_min) {
+      schedule_purge(p, now + tessi_options.decommit_delay_ms);
+    }
+    if (p->next_purge_ms != 0 && (int32_t)(now - p->next_purge_ms) >= 0) {
+      purge_locked(p, now, false);
+    }
+  }
+  tessi_unlock(&p->lock);
+}
+
+void tessi_span_purge(tess_partition_t *p, bool force) {
+  if (p->region->is_fixed) return;
+  tessi_lock(&p->lock);
+  purge_locked(p, tessi_plat_now_ms(), force);
+  tessi_unlock(&p->lock);
+}
+
+void tessi_purge_if_due(void) {
+  uint32_t due = atomic_load_explicit(&purge_due_ms, memory_order_relaxed);
+  if (TESS_LIKELY(due == 0)) return;
+  uint32_t now = tessi_plat_now_ms();
+  if ((int32_t)(now - due) < 0) return;
+  /* whoever clears it does the round; partitions reschedule what is left */
+  if (!atomic_compare_exchange_strong_explicit(&purge_due_ms, &due, 0, memory_order_relaxed,
+                                               memory_order_relaxed)) {
+    return;
+  }
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = r->next_region) {
+    for (unsigned i = 0; i < r->partition_count; i++) {
+      tess_partition_t *p = &r->partitions[i];
+      tessi_lock(&p->lock);
+      if (p->next_purge_ms != 0) {
+        if ((int32_t)(now - p->next_purge_ms) >= 0) purge_locked(p, now, false);
+        else schedule_purge(p, p->next_purge_ms);
+      }
+      tessi_unlock(&p->lock);
+    }
+  }
+}

@@ -1,0 +1,227 @@
+/* TESS_* options and returning memory to the OS.
+ *
+ * Options are read once at start-up, so each scenario runs in a child
+ * process (this program re-executed with the scenario's environment); the
+ * parent checks its exit status and what it printed on stderr.
+ *
+ *   decommit-now     TESS_DECOMMIT_DELAY_MS=0: a freed 8 MiB large block
+ *                    leaves RSS at once
+ *   decommit-delay   TESS_DECOMMIT_DELAY_MS=300: it stays until the delay has
+ *                    passed, then goes on the next allocation slow path
+ *   decommit-min     TESS_DECOMMIT_MIN=12M: a free 8 MiB span stays resident,
+ *                    the 16 MiB span it merges into later does not
+ *   huge             TESS_HUGE_THRESHOLD=4M: a 6 MiB block is its own mapping,
+ *                    unmapped on free, and realloc moves it with mremap
+ *   small-reserve    TESS_RESERVE=16M: more memory than the first region holds
+ *                    comes from overflow regions, all of it usable and freeable
+ *   bad-options      malformed values are reported in one line each and the
+ *                    defaults kept
+ */
+#define _GNU_SOURCE
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pattern.h"
+#include "tessalloc.h"
+
+#define MiB ((size_t)1 << 20)
+
+static size_t rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  REQUIRE(f != NULL, "cannot open /proc/self/statm");
+  unsigned long size = 0, resident = 0;
+  REQUIRE(fscanf(f, "%lu %lu", &size, &resident) == 2, "cannot parse statm");
+  fclose(f);
+  return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* How much RSS fell from `before` to `after` (negative if it grew). */
+static long fell(size_t before, size_t after) { return (long)before - (long)after; }
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static void *touched(size_t size) {
+  void *p = tess_malloc(size);
+  REQUIRE(p != NULL, "malloc(%zu) failed", size);
+  memset(p, 0xA5, size);
+  return p;
+}
+
+/* ------------------------------------------------------------ scenarios */
+
+static void decommit_now(void) {
+  void *p = touched(8 * MiB);
+  size_t before = rss_bytes();
+  tess_free(p);
+  size_t after = rss_bytes();
+  printf("decommit-now: RSS %zu -> %zu KiB\n", before >> 10, after >> 10);
+  CHECK(fell(before, after) >= (long)(7 * MiB), "freed 8 MiB, RSS fell by only %ld KiB",
+        fell(before, after) / 1024);
+}
+
+static void decommit_delay(void) {
+  void *p = touched(8 * MiB);
+  size_t before = rss_bytes();
+  tess_free(p);
+  size_t right_after = rss_bytes();
+  CHECK(fell(before, right_after) < (long)(2 * MiB), "decommitted before the delay: %zu -> %zu KiB",
+        before >> 10, right_after >> 10);
+  sleep_ms(450);
+  tess_free(tess_malloc(200 * 1024)); /* a large allocation: a slow path */
+  size_t later = rss_bytes();
+  printf("decommit-delay: RSS %zu -> %zu -> %zu KiB\n", before >> 10, right_after >> 10,
+         later >> 10);
+  CHECK(fell(before, later) >= (long)(7 * MiB), "after the delay RSS fell by only %ld KiB",
+        fell(before, later) / 1024);
+}
+
+static void decommit_min(void) {
+  char *a = touched(8 * MiB);
+  char *b = touched(8 * MiB);
+  char *c = touched(8 * MiB);
+  /* spans are split off the front of the free space: they are neighbours */
+  REQUIRE(b == a + 8 * MiB && c == b + 8 * MiB, "blocks not adjacent: %p %p %p", (void *)a,
+          (void *)b, (void *)c);
+  size_t start = rss_bytes();
+  tess_free(b);
+  size_t one = rss_bytes();
+  CHECK(fell(start, one) < (long)(2 * MiB), "an 8 MiB span below TESS_DECOMMIT_MIN was decommitted");
+  tess_free(a);
+  size_t two = rss_bytes();
+  printf("decommit-min: RSS %zu -> %zu -> %zu KiB\n", start >> 10, one >> 10, two >> 10);
+  CHECK(fell(one, two) >= (long)(15 * MiB), "the merged 16 MiB span stayed: RSS fell by %ld KiB",
+        fell(one, two) / 1024);
+  tess_free(c);
+}
+
+static void huge(void) {
+  size_t base = rss_bytes();
+  char *p = touched(6 * MiB);
+  CHECK(tess_usable_size(p) == 6 * MiB, "usable size %zu", tess_usable_size(p));
+  char *q = tess_realloc(p, 40 * MiB);
+  REQUIRE(q != NULL, "realloc of a huge block failed");
+  for (size_t i = 0; i < 6 * MiB; i += 4096) REQUIRE((unsigned char)q[i] == 0xA5, "lost byte");
+  memset(q, 0x5A, 40 * MiB);
+  size_t peak = rss_bytes();
+  tess_free(q);
+  size_t after = rss_bytes();
+  printf("huge: RSS %zu -> %zu -> %zu KiB\n", base >> 10, peak >> 10, after >> 10);
+  CHECK(fell(peak, after) >= (long)(39 * MiB), "a freed huge block stayed mapped");
+}
+
+static void small_reserve(void) {
+  enum { LARGE = 160, SMALL = 40000 };
+  void *large[LARGE];
+  void *small[SMALL];
+  for (int i = 0; i < LARGE; i++) {
+    large[i] = tess_malloc(MiB); /* 160 MiB in all: ten times the first region */
+    REQUIRE(large[i] != NULL, "malloc(1 MiB) #%d failed", i);
+    pat_fill(large[i], MiB, 7);
+  }
+  for (int i = 0; i < SMALL; i++) {
+    small[i] = tess_malloc((size_t)(i % 700) + 1);
+    REQUIRE(small[i] != NULL, "small malloc #%d failed", i);
+    pat_fill(small[i], (size_t)(i % 700) + 1, 7);
+  }
+  for (int i = 0; i < LARGE; i++) {
+    CHECK(tess_usable_size(large[i]) >= MiB, "usable size of large block #%d", i);
+    CHECK(pat_check(large[i], MiB, 7) == PAT_OK, "large block #%d corrupted", i);
+    tess_free(large[i]);
+  }
+  for (int i = 0; i < SMALL; i++) {
+    CHECK(pat_check(small[i], (size_t)(i % 700) + 1, 7) == PAT_OK, "small block #%d corrupted", i);
+    tess_free(small[i]);
+  }
+  printf("small-reserve: 160 MiB of large and %d small blocks through overflow regions\n",
+         SMALL);
+}
+
+static void bad_options(void) {
+  tess_free(tess_malloc(100)); /* options were read at start-up */
+}
+
+/* ---------------------------------------------------------------- driver */
+
+typedef struct scenario_s {
+  const char *name;
+  void (*run)(void);
+  const char *env[4];              /* NULL-ended */
+  const char *expect_stderr[4]; /* substrings that must appear; NULL-ended */
+} scenario_t;
+
+static const scenario_t scenarios[] = {
+    {"decommit-now", decommit_now, {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=64K"}, {0}},
+    {"decommit-delay", decommit_delay, {"TESS_DECOMMIT_DELAY_MS=300", "TESS_DECOMMIT_MIN=64K"},
+     {0}},
+    {"decommit-min", decommit_min, {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=12M"}, {0}},
+    {"huge", huge, {"TESS_HUGE_THRESHOLD=4M"}, {0}},
+    {"small-reserve", small_reserve, {"TESS_RESERVE=16M"}, {0}},
+    {"bad-options",
+     bad_options,
+     {"TESS_DECOMMIT_DELAY_MS=soon", "TESS_RESERVE=12Q", "TESS_PARTITIONS=99"},
+     {"tessalloc: TESS_DECOMMIT_DELAY_MS: ignored", "tessalloc: TESS_RESERVE: ignored",
+      "tessalloc: TESS_PARTITIONS: ignored"}},
+};
+
+/* Runs one scenario in a child with its environment; true if it passed. */
+static bool run_child(const char *self, const scenario_t *s) {
+  int err_pipe[2];
+  REQUIRE(pipe(err_pipe) == 0, "pipe");
+  pid_t pid = fork();
+  REQUIRE(pid >= 0, "fork");
+  if (pid == 0) {
+    dup2(err_pipe[1], STDERR_FILENO);
+    close(err_pipe[0]);
+    for (const char *const *e = s->env; *e != NULL; e++) putenv((char *)*e);
+    execl(self, self, s->name, (char *)NULL);
+    _exit(127);
+  }
+  close(err_pipe[1]);
+  char err[8192];
+  size_t len = 0;
+  ssize_t n;
+  while ((n = read(err_pipe[0], err + len, sizeof(err) - 1 - len)) > 0) len += (size_t)n;
+  err[len] = '\0';
+  close(err_pipe[0]);
+  int status;
+  waitpid(pid, &status, 0);
+  bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  CHECK(ok, "%s: child failed (status %d); stderr:\n%s", s->name, status, err);
+  for (const char *const *want = s->expect_stderr; *want != NULL; want++) {
+    bool found = strstr(err, *want) != NULL;
+    CHECK(found, "%s: stderr lacks \"%s\"; it was:\n%s", s->name, *want, err);
+    ok = ok && found;
+  }
+  if (s->expect_stderr[0] == NULL && len > 0 && ok) fputs(err, stderr);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  size_t count = sizeof(scenarios) / sizeof(scenarios[0]);
+  if (argc == 2) { /* child: one scenario */
+    for (size_t i = 0; i < count; i++) {
+      if (strcmp(argv[1], scenarios[i].name) == 0) {
+        scenarios[i].run();
+        return check_finish("test_options");
+      }
+    }
+    fprintf(stderr, "unknown scenario %s\n", argv[1]);
+    return 2;
+  }
+  for (size_t i = 0; i < count; i++) {
+    bool ok = run_child("/proc/self/exe", &scenarios[i]);
+    printf("%-15s %s\n", scenarios[i].name, ok ? "ok" : "FAILED");
+    fflush(stdout);
+  }
+  return check_finish("test_options");
+}
