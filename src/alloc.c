@@ -103,33 +103,39 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
 
 /* ----------------------------------------------------------------- malloc */
 
-void *tess_malloc(size_t size) {
+/* Pops a block off the current slab for `size`: direct[] up to 1 KiB, the
+ * class's current slab up to the largest class. (Classes beyond the
+ * run-time slab limit have no slabs: their current slab is the empty
+ * page.) NULL sends the caller to its slow path. */
+static inline void *pop_current(size_t size) {
   tess_heap_t *h = tessi_tls_heap;
+  tess_page_t *d;
   if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
-    tess_page_t *d = h->direct[(size + 15) >> 4];
-    tess_block_t *b = d->free;
-    if (TESS_LIKELY(b != NULL)) {
-      d->free = b->next;
-      d->state++;
-      return b;
-    }
+    d = h->direct[(size + 15) >> 4];
+  } else if (size <= TESS_SLAB_MAX_SIZE) {
+    d = h->current[tessi_class_of(size)];
+  } else {
+    return NULL;
   }
+  tess_block_t *b = d->free;
+  if (TESS_LIKELY(b != NULL)) {
+    d->free = b->next;
+    d->state++;
+  }
+  return b;
+}
+
+void *tess_malloc(size_t size) {
+  void *p = pop_current(size);
+  if (TESS_LIKELY(p != NULL)) return p;
   return alloc_slow(size, 0, false);
 }
 
 void *tess_calloc(size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) return fail_nomem();
-  tess_heap_t *h = tessi_tls_heap;
-  if (TESS_LIKELY(total <= TESS_SMALL_MAX)) {
-    tess_page_t *d = h->direct[(total + 15) >> 4];
-    tess_block_t *b = d->free;
-    if (TESS_LIKELY(b != NULL)) {
-      d->free = b->next;
-      d->state++;
-      return memset(b, 0, total);
-    }
-  }
+  void *p = pop_current(total);
+  if (TESS_LIKELY(p != NULL)) return memset(p, 0, total);
   return alloc_slow(total, 0, true);
 }
 

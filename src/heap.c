@@ -179,8 +179,9 @@ void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
 }
 
 void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
-  if (d->state == -1) {
-    /* nothing was out: undo the push, so the heap stays sound, and report */
+  if (d->state == -1 || (d->state == 0 && h->current[d->size_class] == d)) {
+    /* nothing was out (the current slab's bias is not a block): undo the
+     * push, so the heap stays sound, and report */
     tess_block_t *b = d->local_free;
     d->local_free = b->next;
     d->state = 0;
@@ -227,20 +228,11 @@ static inline void *pop_block(tess_page_t *d) {
 
 void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls) {
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) process_delayed(h);
-  tess_bin_t *bin = &h->bins[cls];
-  tess_page_t *d = bin->first;
-  while (d != NULL) {
-    if (tessi_slab_refill(tessi_region_of_page(d), d)) {
-      if (d != bin->first) {
-        bin_unlink(h, d);
-        bin_push_front(h, d);
-      }
-      return pop_block(d);
-    }
-    if (!tessi_slab_try_detach(d)) continue; /* remote frees arrived: refill again */
-    tess_page_t *next = d->next;
-    bin_remove(h, d);
-    d = next;
+  tess_page_t *d;
+  while ((d = h->bins[cls].first) != NULL) {
+    if (tessi_slab_refill(tessi_region_of_page(d), d)) return pop_block(d);
+    /* full: out of the bin, unless remote frees arrived meanwhile */
+    if (tessi_slab_try_detach(d)) bin_remove(h, d);
   }
   tessi_purge_if_due();
   d = slab_new(h, cls);

@@ -125,6 +125,9 @@ static void build_cases(void)
     add("free-large-300KiB+4096", OP_FREE, 300 << 10, 4096, t_interior);
     add("free-huge-64MiB+4096", OP_FREE, 64 << 20, 4096, t_interior);
     add("double-free-large-300KiB", OP_FREE, 300 << 10, 0, t_freed);
+    add("double-free-huge-64MiB", OP_FREE, 64 << 20, 0, t_freed);
+    /* a small block whose slab has nothing else out (the current slab) */
+    add("double-free-small-64", OP_FREE, 64, 0, t_freed);
     add("realloc-small-100+16", OP_REALLOC, 100, 16, t_interior);
     add("realloc-large-300KiB+4096", OP_REALLOC, 300 << 10, 4096, t_interior);
     add("usable_size-small-100+16", OP_USABLE, 100, 16, t_interior);
