@@ -98,8 +98,12 @@ tess_partition_t *tessi_partition_for_heap(void);
 tess_partition_t *tessi_partition_of(tess_region_t *r, const tess_page_t *d);
 /* Carve `bytes` of metadata (heap structs) out of a region; never freed. */
 void *tessi_meta_alloc(size_t bytes);
-/* Every region, for fork handlers and purging. */
+/* Every region, for fork handlers and purging: first, then next until NULL
+ * (regions are only ever appended, so the walk needs no lock). */
 tess_region_t *tessi_region_first(void);
+static inline tess_region_t *tessi_region_next(const tess_region_t *r) {
+  return atomic_load_explicit(&r->next_region, memory_order_acquire);
+}
 /* fork: hold every region, partition and metadata lock across fork() */
 void tessi_regions_lock_all(void);
 void tessi_regions_unlock_all(bool in_child);

@@ -27,7 +27,7 @@ tess_region_t *tessi_region_first(void) {
 }
 
 tess_region_t *tessi_region_of(uintptr_t a) {
-  for (tess_region_t *r = tessi_region_first(); r != NULL; r = r->next_region) {
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     if (a - r->base < r->size) return r;
   }
   return NULL;
@@ -48,9 +48,8 @@ static void link_region(tess_region_t *r) {
   if (head == NULL) {
     atomic_store_explicit(&region_list, r, memory_order_release);
   } else {
-    while (head->next_region != NULL) head = head->next_region;
-    atomic_store_explicit((tess_region_t *_Atomic *)&head->next_region, r,
-                          memory_order_release);
+    while (tessi_region_next(head) != NULL) head = tessi_region_next(head);
+    atomic_store_explicit(&head->next_region, r, memory_order_release);
   }
   tessi_unlock(&region_lock);
 }
@@ -149,7 +148,7 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
   unsigned start = (unsigned)(home - home_region->partitions);
   tess_page_t *d = alloc_in_region(home_region, start, pages, align_pages, kind, is_zero, from);
   if (d != NULL) return d;
-  for (tess_region_t *r = tessi_region_first(); r != NULL; r = r->next_region) {
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     if (r == home_region) continue;
     d = alloc_in_region(r, 0, pages, align_pages, kind, is_zero, from);
     if (d != NULL) return d;
@@ -195,13 +194,13 @@ void *tessi_meta_alloc(size_t bytes) {
 void tessi_regions_lock_all(void) {
   tessi_lock(&region_lock);
   tessi_lock(&meta.lock);
-  for (tess_region_t *r = tessi_region_first(); r != NULL; r = r->next_region) {
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
   }
 }
 
 void tessi_regions_unlock_all(bool in_child) {
-  for (tess_region_t *r = tessi_region_first(); r != NULL; r = r->next_region) {
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     for (unsigned i = 0; i < r->partition_count; i++) {
       if (in_child) tessi_lock_reset(&r->partitions[i].lock);
       else tessi_unlock(&r->partitions[i].lock);

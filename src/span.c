@@ -283,7 +283,7 @@ void tessi_purge_if_due(void) {
                                                memory_order_relaxed)) {
     return;
   }
-  for (tess_region_t *r = tessi_region_first(); r != NULL; r = r->next_region) {
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     for (unsigned i = 0; i < r->partition_count; i++) {
       tess_partition_t *p = &r->partitions[i];
       tessi_lock(&p->lock);

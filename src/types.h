@@ -133,7 +133,7 @@ typedef struct tess_region_s {
   bool fresh_is_zero;      /* pages never handed out are zero */
   uint32_t partition_count;
   _Atomic(uint32_t) next_partition;  /* round robin for new heaps */
-  struct tess_region_s *next_region; /* OS mode overflow regions */
+  struct tess_region_s *_Atomic next_region; /* OS mode overflow regions */
   tess_partition_t partitions[TESS_MAX_PARTITIONS];
 } tess_region_t;
 
