@@ -112,8 +112,7 @@ static inline void stamp(const block_t *b) {
   put64(b->p, b->tag);
   for (size_t off = PAGE_STRIDE; off + 16 <= b->size; off += PAGE_STRIDE)
     put64(b->p + off, b->tag + off);
-  if (b->size >= 16)
-    put64(b->p + b->size - 8, ~b->tag);
+  if (b->size >= 16) put64(b->p + b->size - 8, ~b->tag);
 }
 
 static void corrupt(const block_t *b, size_t off, uint64_t want, uint64_t got) {
@@ -126,17 +125,14 @@ static void corrupt(const block_t *b, size_t off, uint64_t want, uint64_t got) {
 
 static inline void check(const block_t *b) {
   uint64_t got = get64(b->p);
-  if (got != b->tag)
-    corrupt(b, 0, b->tag, got);
+  if (got != b->tag) corrupt(b, 0, b->tag, got);
   for (size_t off = PAGE_STRIDE; off + 16 <= b->size; off += PAGE_STRIDE) {
     got = get64(b->p + off);
-    if (got != b->tag + off)
-      corrupt(b, off, b->tag + off, got);
+    if (got != b->tag + off) corrupt(b, off, b->tag + off, got);
   }
   if (b->size >= 16) {
     got = get64(b->p + b->size - 8);
-    if (got != ~b->tag)
-      corrupt(b, b->size - 8, ~b->tag, got);
+    if (got != ~b->tag) corrupt(b, b->size - 8, ~b->tag, got);
   }
 }
 
@@ -178,14 +174,12 @@ static void *run_small(void *arg) {
   block_t burst[SMALL_BURST];
   uint64_t done = 0;
 
-  for (int i = 0; i < SMALL_LIVE; i++)
-    new_block(w, &live[i], small_size(&w->rng));
+  for (int i = 0; i < SMALL_LIVE; i++) new_block(w, &live[i], small_size(&w->rng));
 
   while (done < w->iterations) {
     /* Random replacement in the working set. */
     uint64_t n = w->iterations - done;
-    if (n > SMALL_RANDOM_RUN)
-      n = SMALL_RANDOM_RUN;
+    if (n > SMALL_RANDOM_RUN) n = SMALL_RANDOM_RUN;
     for (uint64_t i = 0; i < n; i++) {
       block_t *b = &live[rng_below(&w->rng, SMALL_LIVE)];
       drop_block(b);
@@ -197,23 +191,18 @@ static void *run_small(void *arg) {
      * more and free them oldest first (FIFO). */
     for (int order = 0; order < 2 && done < w->iterations; order++) {
       uint64_t k = w->iterations - done;
-      if (k > SMALL_BURST)
-        k = SMALL_BURST;
-      for (uint64_t i = 0; i < k; i++)
-        new_block(w, &burst[i], small_size(&w->rng));
+      if (k > SMALL_BURST) k = SMALL_BURST;
+      for (uint64_t i = 0; i < k; i++) new_block(w, &burst[i], small_size(&w->rng));
       if (order == 0) {
-        for (uint64_t i = k; i-- > 0;)
-          drop_block(&burst[i]);
+        for (uint64_t i = k; i-- > 0;) drop_block(&burst[i]);
       } else {
-        for (uint64_t i = 0; i < k; i++)
-          drop_block(&burst[i]);
+        for (uint64_t i = 0; i < k; i++) drop_block(&burst[i]);
       }
       done += k;
     }
   }
 
-  for (int i = 0; i < SMALL_LIVE; i++)
-    drop_block(&live[i]);
+  for (int i = 0; i < SMALL_LIVE; i++) drop_block(&live[i]);
   w->ops = done + SMALL_LIVE;
   return NULL;
 }
@@ -228,8 +217,7 @@ enum { MIXED_LIVE = 4000, MIXED_MIN_LOG = 3, MIXED_MAX_LOG = 15 };
 static inline size_t mixed_size(rng_t *r) {
   const uint64_t q = (uint64_t)(0.6 * 4294967296.0);
   int e = MIXED_MIN_LOG;
-  while (e < MIXED_MAX_LOG && (rng_next(r) >> 32) < q)
-    e++;
+  while (e < MIXED_MAX_LOG && (rng_next(r) >> 32) < q) e++;
   size_t lo = (size_t)1 << e;
   return lo + rng_below(r, (uint32_t)lo + (e == MIXED_MAX_LOG));
 }
@@ -237,18 +225,15 @@ static inline size_t mixed_size(rng_t *r) {
 static void *run_mixed(void *arg) {
   worker_t *w = arg;
   block_t *live = calloc(MIXED_LIVE, sizeof *live);
-  if (live == NULL)
-    die("out of memory for the working-set table");
+  if (live == NULL) die("out of memory for the working-set table");
 
-  for (int i = 0; i < MIXED_LIVE; i++)
-    new_block(w, &live[i], mixed_size(&w->rng));
+  for (int i = 0; i < MIXED_LIVE; i++) new_block(w, &live[i], mixed_size(&w->rng));
   for (uint64_t i = 0; i < w->iterations; i++) {
     block_t *b = &live[rng_below(&w->rng, MIXED_LIVE)];
     drop_block(b);
     new_block(w, b, mixed_size(&w->rng));
   }
-  for (int i = 0; i < MIXED_LIVE; i++)
-    drop_block(&live[i]);
+  for (int i = 0; i < MIXED_LIVE; i++) drop_block(&live[i]);
 
   free(live);
   w->ops = w->iterations + MIXED_LIVE;
@@ -288,8 +273,7 @@ static void *xthread_producer(void *arg) {
     unsigned spins = 0;
     while (head - tail_seen == RING_CAP) {
       tail_seen = atomic_load_explicit(&ring->tail, memory_order_acquire);
-      if (head - tail_seen == RING_CAP)
-        backoff(&spins);
+      if (head - tail_seen == RING_CAP) backoff(&spins);
     }
     ring->slot[head % RING_CAP] = b;
     atomic_store_explicit(&ring->head, ++head, memory_order_release);
@@ -306,8 +290,7 @@ static void *xthread_consumer(void *arg) {
     unsigned spins = 0;
     while (tail == head_seen) {
       head_seen = atomic_load_explicit(&ring->head, memory_order_acquire);
-      if (tail == head_seen)
-        backoff(&spins);
+      if (tail == head_seen) backoff(&spins);
     }
     block_t b = ring->slot[tail % RING_CAP];
     drop_block(&b);
@@ -344,8 +327,8 @@ static uint64_t parse_u64(const char *opt, const char *s, uint64_t min, uint64_t
   errno = 0;
   unsigned long long v = strtoull(s, &end, 0);
   if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > max) {
-    fprintf(stderr, "bench_core: bad value for %s: '%s' (%" PRIu64 "..%" PRIu64 ")\n",
-            opt, s, min, max);
+    fprintf(stderr, "bench_core: bad value for %s: '%s' (%" PRIu64 "..%" PRIu64 ")\n", opt, s, min,
+            max);
     exit(2);
   }
   return (uint64_t)v;
@@ -356,8 +339,7 @@ static int identify(void) {
   void *m = dlsym(RTLD_DEFAULT, "malloc");
   Dl_info info;
   const char *from = "unknown";
-  if (m != NULL && dladdr(m, &info) != 0 && info.dli_fname != NULL)
-    from = info.dli_fname;
+  if (m != NULL && dladdr(m, &info) != 0 && info.dli_fname != NULL) from = info.dli_fname;
   printf("malloc_from=%s\n", from);
 
   void *sym;
@@ -386,14 +368,12 @@ int main(int argc, char **argv) {
 
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (strcmp(a, "--identify") == 0)
-      return identify();
+    if (strcmp(a, "--identify") == 0) return identify();
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
       return 0;
     }
-    if (strcmp(a, "--iterations") == 0 || strcmp(a, "--seed") == 0 ||
-        strcmp(a, "--threads") == 0) {
+    if (strcmp(a, "--iterations") == 0 || strcmp(a, "--seed") == 0 || strcmp(a, "--threads") == 0) {
       if (i + 1 >= argc) {
         fprintf(stderr, "bench_core: %s needs a value\n", a);
         return 2;
@@ -413,8 +393,7 @@ int main(int argc, char **argv) {
       return 2;
     }
     for (size_t k = 0; k < sizeof MIXES / sizeof MIXES[0]; k++)
-      if (strcmp(a, MIXES[k].name) == 0)
-        mix = &MIXES[k];
+      if (strcmp(a, MIXES[k].name) == 0) mix = &MIXES[k];
     if (mix == NULL) {
       fprintf(stderr, "bench_core: unknown mix '%s'\n", a);
       usage(stderr);
@@ -425,22 +404,20 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  if (iterations == 0)
-    iterations = mix->default_iterations;
+  if (iterations == 0) iterations = mix->default_iterations;
 
   uint64_t ops = 0;
   double t0, t1;
   if (mix->run == NULL) { /* xthread: T producer/consumer pairs */
     ring_t *rings = aligned_alloc(64, threads * sizeof(ring_t));
     pthread_t *tids = calloc(2 * threads, sizeof *tids);
-    if (rings == NULL || tids == NULL)
-      die("out of memory for the rings");
+    if (rings == NULL || tids == NULL) die("out of memory for the rings");
     for (uint64_t t = 0; t < threads; t++) {
       ring_t *r = &rings[t];
       atomic_init(&r->head, 0);
       atomic_init(&r->tail, 0);
-      r->producer = (worker_t){.rng = {seed + 2 * t}, .salt = mix64(seed + 2 * t + 1),
-                               .iterations = iterations};
+      r->producer = (worker_t){
+          .rng = {seed + 2 * t}, .salt = mix64(seed + 2 * t + 1), .iterations = iterations};
       r->consumer = r->producer;
     }
     t0 = now_s();
@@ -449,34 +426,28 @@ int main(int argc, char **argv) {
           pthread_create(&tids[2 * t + 1], NULL, xthread_consumer, &rings[t]) != 0)
         die("pthread_create failed");
     }
-    for (uint64_t t = 0; t < 2 * threads; t++)
-      pthread_join(tids[t], NULL);
+    for (uint64_t t = 0; t < 2 * threads; t++) pthread_join(tids[t], NULL);
     t1 = now_s();
-    for (uint64_t t = 0; t < threads; t++)
-      ops += rings[t].consumer.ops;
+    for (uint64_t t = 0; t < threads; t++) ops += rings[t].consumer.ops;
     free(tids);
     free(rings);
   } else {
     worker_t *w = calloc(threads, sizeof *w);
     pthread_t *tids = calloc(threads, sizeof *tids);
-    if (w == NULL || tids == NULL)
-      die("out of memory for the workers");
+    if (w == NULL || tids == NULL) die("out of memory for the workers");
     for (uint64_t t = 0; t < threads; t++)
-      w[t] = (worker_t){.rng = {seed + t}, .salt = mix64(seed + t + 0x5A17),
-                        .iterations = iterations};
+      w[t] =
+          (worker_t){.rng = {seed + t}, .salt = mix64(seed + t + 0x5A17), .iterations = iterations};
     t0 = now_s();
     if (threads == 1) {
       mix->run(&w[0]); /* no thread created: glibc keeps its single-thread path */
     } else {
       for (uint64_t t = 0; t < threads; t++)
-        if (pthread_create(&tids[t], NULL, mix->run, &w[t]) != 0)
-          die("pthread_create failed");
-      for (uint64_t t = 0; t < threads; t++)
-        pthread_join(tids[t], NULL);
+        if (pthread_create(&tids[t], NULL, mix->run, &w[t]) != 0) die("pthread_create failed");
+      for (uint64_t t = 0; t < threads; t++) pthread_join(tids[t], NULL);
     }
     t1 = now_s();
-    for (uint64_t t = 0; t < threads; t++)
-      ops += w[t].ops;
+    for (uint64_t t = 0; t < threads; t++) ops += w[t].ops;
     free(tids);
     free(w);
   }

@@ -23,8 +23,7 @@ static unsigned char baseline_buf[1 << 16];
 static __attribute__((noinline)) void pairs(size_t size, unsigned long n) {
   for (unsigned long i = 0; i < n; i++) {
     unsigned char *p = malloc(size);
-    if (p == NULL)
-      abort();
+    if (p == NULL) abort();
     p[0] = (unsigned char)i;
     sink = p;
     free(p);

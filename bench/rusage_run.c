@@ -31,8 +31,7 @@ static pid_t child = -1;
 /* Pass termination on to the child, so that a killed driver leaves no
  * orphan behind. */
 static void forward(int sig) {
-  if (child > 0)
-    kill(child, sig);
+  if (child > 0) kill(child, sig);
 }
 
 static double seconds(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6; }
@@ -82,8 +81,7 @@ int main(int argc, char **argv) {
   int status;
   struct rusage ru;
   pid_t got;
-  do
-    got = wait4(child, &status, 0, &ru);
+  do got = wait4(child, &status, 0, &ru);
   while (got < 0 && errno == EINTR);
   if (got < 0) {
     perror("rusage_run: wait4");

@@ -20,7 +20,7 @@ typedef struct block_info_s {
   tess_region_t *region;
   tess_page_t *page; /* slab or large head */
   size_t usable;
-  const char *why;   /* for BLOCK_INVALID */
+  const char *why; /* for BLOCK_INVALID */
 } block_info_t;
 
 /* What p is, checked from the outside in: inside a region? on a live
@@ -29,8 +29,8 @@ typedef struct block_info_s {
 static block_info_t classify(const void *p) {
   block_info_t info = {BLOCK_INVALID, NULL, NULL, 0, "not allocated by tessalloc"};
   uintptr_t a = (uintptr_t)p;
-  tess_region_t *r = a - tessi_primary_base < tessi_primary_size ? tessi_primary
-                                                               : tessi_region_of(a);
+  tess_region_t *r =
+      a - tessi_primary_base < tessi_primary_size ? tessi_primary : tessi_region_of(a);
   if (r != NULL) {
     tess_page_t *page = &r->pages[(a - r->base) >> TESS_PAGE_SHIFT];
     tess_page_t *d = tessi_page_head(page);
@@ -81,8 +81,8 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
   if (size > PTRDIFF_MAX || align > PTRDIFF_MAX || !tessi_ensure_init()) return fail_nomem();
   void *p = NULL;
   if (size <= tessi_slab_limit && align <= TESS_PAGE_SIZE) {
-    int cls = align <= TESS_MIN_ALIGN ? (int)tessi_class_of(size)
-                                      : tessi_class_for_aligned(size, align);
+    int cls =
+        align <= TESS_MIN_ALIGN ? (int)tessi_class_of(size) : tessi_class_for_aligned(size, align);
     if (cls >= 0) {
       tess_heap_t *h = heap_or_acquire();
       if (h == NULL) return fail_nomem();

@@ -52,10 +52,14 @@ static bool in_bin(tess_heap_t *h, const tess_page_t *d) {
 
 static void bin_unlink(tess_heap_t *h, tess_page_t *d) {
   tess_bin_t *bin = &h->bins[d->size_class];
-  if (d->prev != NULL) d->prev->next = d->next;
-  else bin->first = d->next;
-  if (d->next != NULL) d->next->prev = d->prev;
-  else bin->last = d->prev;
+  if (d->prev != NULL)
+    d->prev->next = d->next;
+  else
+    bin->first = d->next;
+  if (d->next != NULL)
+    d->next->prev = d->prev;
+  else
+    bin->last = d->prev;
   d->next = d->prev = NULL;
 }
 
@@ -69,8 +73,10 @@ static void bin_push_front(tess_heap_t *h, tess_page_t *d) {
   tess_bin_t *bin = &h->bins[d->size_class];
   d->prev = NULL;
   d->next = bin->first;
-  if (bin->first != NULL) bin->first->prev = d;
-  else bin->last = d;
+  if (bin->first != NULL)
+    bin->first->prev = d;
+  else
+    bin->last = d;
   bin->first = d;
   set_current(h, d->size_class);
 }
@@ -79,8 +85,10 @@ static void bin_push_back(tess_heap_t *h, tess_page_t *d) {
   tess_bin_t *bin = &h->bins[d->size_class];
   d->next = NULL;
   d->prev = bin->last;
-  if (bin->last != NULL) bin->last->next = d;
-  else bin->first = d;
+  if (bin->last != NULL)
+    bin->last->next = d;
+  else
+    bin->first = d;
   bin->last = d;
   if (bin->first == d) set_current(h, d->size_class);
 }

@@ -134,7 +134,8 @@ static inline tess_page_t *tessi_page_head(tess_page_t *d) {
 /* Offset of a from the start of the span whose page descriptor is d, given
  * a's offset from the region base. */
 static inline uint64_t tessi_offset_in_span(uintptr_t region_offset, const tess_page_t *d) {
-  return (region_offset & (TESS_PAGE_SIZE - 1)) + ((uint64_t)d->head_delta << (TESS_PAGE_SHIFT - 6));
+  return (region_offset & (TESS_PAGE_SIZE - 1)) +
+         ((uint64_t)d->head_delta << (TESS_PAGE_SHIFT - 6));
 }
 _Static_assert(sizeof(tess_page_t) == 1 << 6, "tessi_offset_in_span scales by 64");
 
@@ -148,8 +149,8 @@ void tessi_span_init_partition(tess_partition_t *p, bool is_zero);
 /* Pages from one partition, aligned to align_pages (power of two), the
  * head stamped with `kind` and the length; *is_zero says whether all of it
  * reads as zero. NULL when the partition is full. */
-tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages,
-                              uint8_t kind, bool *is_zero);
+tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
+                              bool *is_zero);
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
 /* Grow an allocated span in place by taking `extra` pages right of it. */
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra);

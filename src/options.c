@@ -25,13 +25,29 @@ bool tessi_parse_size(const char *text, size_t *out) {
   if (c == text) return false;
   unsigned shift = 0;
   switch (*c) {
-    case 'k': case 'K': shift = 10; c++; break;
-    case 'm': case 'M': shift = 20; c++; break;
-    case 'g': case 'G': shift = 30; c++; break;
-    case 't': case 'T': shift = 40; c++; break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      c++;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      c++;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      c++;
+      break;
+    case 't':
+    case 'T':
+      shift = 40;
+      c++;
+      break;
     default: break;
   }
-  if (shift && (*c == 'i' || *c == 'I')) c++;          /* "64MiB" */
+  if (shift && (*c == 'i' || *c == 'I')) c++; /* "64MiB" */
   if (*c == 'b' || *c == 'B') c++;
   if (*c != '\0') return false;
   if (shift && value > (SIZE_MAX >> shift)) return false;
@@ -56,8 +72,7 @@ void tessi_options_init(void) {
   tessi_options.decommit_delay_ms = (uint32_t)value;
   read_size("TESS_DECOMMIT_MIN", &tessi_options.decommit_min, TESS_PAGE_SIZE, SIZE_MAX / 2);
   read_size("TESS_RESERVE", &tessi_options.reserve, (size_t)16 << 20, (size_t)1 << 46);
-  read_size("TESS_HUGE_THRESHOLD", &tessi_options.huge_threshold, (size_t)1 << 20,
-            (size_t)1 << 40);
+  read_size("TESS_HUGE_THRESHOLD", &tessi_options.huge_threshold, (size_t)1 << 20, (size_t)1 << 40);
   read_size("TESS_HEAP_CACHE", &tessi_options.heap_cache, 0, (size_t)1 << 30);
   value = tessi_options.partitions;
   read_size("TESS_PARTITIONS", &value, 0, TESS_MAX_PARTITIONS);

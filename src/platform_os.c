@@ -17,8 +17,8 @@ void *tessi_plat_reserve(size_t size, size_t align) {
   size_t span = size + align - TESS_PLAT_PAGE;
   if (span < size) return NULL;
   /* MAP_NORESERVE: address space only; pages are charged when touched. */
-  char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  char *raw =
+      mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) {
     errno = saved;
     return NULL;

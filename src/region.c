@@ -108,8 +108,8 @@ tess_region_t *tessi_region_add_os(size_t want, size_t need) {
   for (;;) {
     void *mem = tessi_plat_reserve(want, TESS_PAGE_SIZE);
     if (mem != NULL) {
-      tess_region_t *r = tessi_region_init((uintptr_t)mem, want, false, true,
-                                           default_partitions(want));
+      tess_region_t *r =
+          tessi_region_init((uintptr_t)mem, want, false, true, default_partitions(want));
       if (r == NULL) {
         tessi_plat_release(mem, want);
         return NULL;
@@ -175,8 +175,8 @@ void *tessi_meta_alloc(size_t bytes) {
     size_t pages = (TESS_MAX(bytes, (size_t)16 << 10) + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
     tess_partition_t *from;
     bool zero;
-    tess_page_t *d = tessi_pages_alloc(&tessi_primary->partitions[0], pages, 1,
-                                       TESS_PAGE_META, &zero, &from);
+    tess_page_t *d =
+        tessi_pages_alloc(&tessi_primary->partitions[0], pages, 1, TESS_PAGE_META, &zero, &from);
     if (d == NULL) {
       tessi_unlock(&meta.lock);
       return NULL;
@@ -202,8 +202,10 @@ void tessi_regions_lock_all(void) {
 void tessi_regions_unlock_all(bool in_child) {
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     for (unsigned i = 0; i < r->partition_count; i++) {
-      if (in_child) tessi_lock_reset(&r->partitions[i].lock);
-      else tessi_unlock(&r->partitions[i].lock);
+      if (in_child)
+        tessi_lock_reset(&r->partitions[i].lock);
+      else
+        tessi_unlock(&r->partitions[i].lock);
     }
   }
   if (in_child) {

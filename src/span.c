@@ -19,9 +19,7 @@ static inline unsigned bin_of(size_t pages) {
 static inline tess_page_t *first_page(tess_partition_t *p) {
   return &p->region->pages[p->first_page];
 }
-static inline tess_page_t *end_page(tess_partition_t *p) {
-  return &p->region->pages[p->end_page];
-}
+static inline tess_page_t *end_page(tess_partition_t *p) { return &p->region->pages[p->end_page]; }
 
 static inline void clear_desc(tess_page_t *d) {
   static const tess_page_t zero;
@@ -39,8 +37,10 @@ static void bin_push(tess_partition_t *p, tess_page_t *d) {
 
 static void bin_remove(tess_partition_t *p, tess_page_t *d) {
   unsigned b = bin_of(d->u.span.pages);
-  if (d->prev != NULL) d->prev->next = d->next;
-  else p->bins[b] = d->next;
+  if (d->prev != NULL)
+    d->prev->next = d->next;
+  else
+    p->bins[b] = d->next;
   if (d->next != NULL) d->next->prev = d->prev;
   if (p->bins[b] == NULL) p->nonempty[b >> 6] &= ~((uint64_t)1 << (b & 63));
   d->next = d->prev = NULL;
@@ -84,8 +84,8 @@ static void schedule_purge(tess_partition_t *p, uint32_t due) {
 
 /* Insert [head, head+pages) as free, merging with free neighbours; returns
  * the merged span's head. The caller has cleared head's descriptor. */
-static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size_t pages, uint16_t flags,
-                            uint32_t freed_at) {
+static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size_t pages,
+                                    uint16_t flags, uint32_t freed_at) {
   if (head > first_page(p)) {
     tess_page_t *left = head - 1;
     tess_page_t *left_head = left->kind == TESS_PAGE_FREE_TAIL ? left - left->u.span.pages
@@ -139,8 +139,8 @@ static tess_page_t *find_span(tess_partition_t *p, size_t pages) {
   return NULL;
 }
 
-tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages,
-                              uint8_t kind, bool *is_zero) {
+tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
+                              bool *is_zero) {
   size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
   if (need > p->end_page - p->first_page) return NULL;
   tessi_lock(&p->lock);
@@ -288,8 +288,10 @@ void tessi_purge_if_due(void) {
       tess_partition_t *p = &r->partitions[i];
       tessi_lock(&p->lock);
       if (p->next_purge_ms != 0) {
-        if ((int32_t)(now - p->next_purge_ms) >= 0) purge_locked(p, now, false);
-        else schedule_purge(p, p->next_purge_ms);
+        if ((int32_t)(now - p->next_purge_ms) >= 0)
+          purge_locked(p, now, false);
+        else
+          schedule_purge(p, p->next_purge_ms);
       }
       tessi_unlock(&p->lock);
     }

@@ -28,15 +28,15 @@
 
 /* Size classes: multiples of 16 up to 128 bytes, then four per doubling up
  * to TESS_SLAB_MAX_SIZE. Blocks above the slab limit are page spans. */
-#define TESS_EXACT_CLASSES 8            /* 16, 32, ..., 128 */
-#define TESS_CLASSES 44                 /* ..., 57344, 65536 */
+#define TESS_EXACT_CLASSES 8 /* 16, 32, ..., 128 */
+#define TESS_CLASSES 44      /* ..., 57344, 65536 */
 #define TESS_SLAB_MAX_SIZE 65536
-#define TESS_SMALL_MAX 1024             /* sizes served by heap->direct[] */
+#define TESS_SMALL_MAX 1024 /* sizes served by heap->direct[] */
 #define TESS_DIRECT_SLOTS (TESS_SMALL_MAX / 16 + 1)
-#define TESS_SLAB_MAX_PAGES 128         /* head_delta fits 16 bits */
+#define TESS_SLAB_MAX_PAGES 128 /* head_delta fits 16 bits */
 
 #define TESS_MAX_PARTITIONS 16
-#define TESS_SPAN_BINS 128              /* free-span size bins (page counts) */
+#define TESS_SPAN_BINS 128 /* free-span size bins (page counts) */
 
 /* ----------------------------------------------------------- page kinds */
 
@@ -85,23 +85,23 @@ typedef struct tess_page_s {
   tess_block_t *local_free; /* slab: blocks freed by the owner */
   int16_t state;            /* slab: TESS_STATE_* */
   union {
-    uint16_t capacity;      /* slab: blocks carved so far */
-    uint16_t flags;         /* free span: TESS_SPAN_* */
+    uint16_t capacity; /* slab: blocks carved so far */
+    uint16_t flags;    /* free span: TESS_SPAN_* */
   };
-  uint16_t head_delta;      /* slab pages: bytes back to the head's descriptor
-                               (pages * sizeof(tess_page_t)), else 0 */
-  uint8_t size_class;       /* slab */
-  uint8_t kind;             /* enum tess_page_kind */
+  uint16_t head_delta; /* slab pages: bytes back to the head's descriptor
+                          (pages * sizeof(tess_page_t)), else 0 */
+  uint8_t size_class;  /* slab */
+  uint8_t kind;        /* enum tess_page_kind */
   union {
-    uint64_t div_magic;     /* slab: ceil(2^64 / block_size), block-start test */
+    uint64_t div_magic; /* slab: ceil(2^64 / block_size), block-start test */
     struct {
       uint32_t pages;       /* large/free head: span length; free tail: distance to head */
       uint32_t freed_at_ms; /* free head: when it became dirty (purge clock) */
     } span;
   } u;
-  _Atomic(uintptr_t) remote;             /* slab: blocks freed by other threads | NOTIFY */
-  _Atomic(struct tess_heap_s *) owner;   /* slab: owning heap */
-  struct tess_page_s *next;              /* slab: bin list; free span: size-bin list */
+  _Atomic(uintptr_t) remote;           /* slab: blocks freed by other threads | NOTIFY */
+  _Atomic(struct tess_heap_s *) owner; /* slab: owning heap */
+  struct tess_page_s *next;            /* slab: bin list; free span: size-bin list */
   struct tess_page_s *prev;
 } tess_page_t;
 
@@ -115,24 +115,24 @@ typedef struct tess_lock_s {
 
 typedef struct tess_partition_s {
   tess_lock_t lock;
-  uint32_t first_page;   /* page index range [first_page, end_page) */
+  uint32_t first_page; /* page index range [first_page, end_page) */
   uint32_t end_page;
   uint32_t next_purge_ms;
   size_t free_pages;
-  uint64_t nonempty[TESS_SPAN_BINS / 64];  /* bit b: bins[b] has spans */
+  uint64_t nonempty[TESS_SPAN_BINS / 64]; /* bit b: bins[b] has spans */
   tess_page_t *bins[TESS_SPAN_BINS];
   struct tess_region_s *region;
 } tess_partition_t;
 
 typedef struct tess_region_s {
-  uintptr_t base;          /* page-aligned first byte */
-  size_t size;             /* bytes from base, a multiple of the page size */
-  tess_page_t *pages;      /* descriptor of page i = pages[i] */
+  uintptr_t base;     /* page-aligned first byte */
+  size_t size;        /* bytes from base, a multiple of the page size */
+  tess_page_t *pages; /* descriptor of page i = pages[i] */
   size_t page_count;
-  bool is_fixed;           /* the user's memory: never decommitted or unmapped */
-  bool fresh_is_zero;      /* pages never handed out are zero */
+  bool is_fixed;      /* the user's memory: never decommitted or unmapped */
+  bool fresh_is_zero; /* pages never handed out are zero */
   uint32_t partition_count;
-  _Atomic(uint32_t) next_partition;  /* round robin for new heaps */
+  _Atomic(uint32_t) next_partition;          /* round robin for new heaps */
   struct tess_region_s *_Atomic next_region; /* OS mode overflow regions */
   tess_partition_t partitions[TESS_MAX_PARTITIONS];
 } tess_region_t;
@@ -140,21 +140,21 @@ typedef struct tess_region_s {
 /* ---------------------------------------------------------------- heaps */
 
 typedef struct tess_bin_s {
-  tess_page_t *first;      /* slabs with free blocks, current first */
+  tess_page_t *first; /* slabs with free blocks, current first */
   tess_page_t *last;
 } tess_bin_t;
 
 typedef struct tess_heap_s {
   /* current slab per size, for sizes <= TESS_SMALL_MAX: direct[(n+15)/16] */
   tess_page_t *direct[TESS_DIRECT_SLOTS];
-  tess_page_t *current[TESS_CLASSES];      /* == bins[c].first or the empty page */
+  tess_page_t *current[TESS_CLASSES]; /* == bins[c].first or the empty page */
   tess_bin_t bins[TESS_CLASSES];
-  _Atomic(tess_block_t *) delayed;         /* remote frees into detached slabs */
-  tess_page_t *empty_slabs;                /* cached empty slabs (any class) */
+  _Atomic(tess_block_t *) delayed; /* remote frees into detached slabs */
+  tess_page_t *empty_slabs;        /* cached empty slabs (any class) */
   size_t empty_slab_pages;
-  tess_partition_t *home;                  /* where new spans come from */
-  struct tess_heap_s *next_idle;           /* pool link */
-  struct tess_heap_s *next_all;            /* list of every heap */
+  tess_partition_t *home;        /* where new spans come from */
+  struct tess_heap_s *next_idle; /* pool link */
+  struct tess_heap_s *next_all;  /* list of every heap */
   uint32_t id;
   bool in_use;
 } tess_heap_t;
@@ -165,27 +165,27 @@ typedef struct tess_class_info_s {
   uint32_t block_size;
   uint32_t slab_pages;
   uint32_t slab_blocks;
-  uint32_t extend_blocks;  /* blocks carved at a time (lazy slab init) */
+  uint32_t extend_blocks; /* blocks carved at a time (lazy slab init) */
   uint64_t div_magic;
 } tess_class_info_t;
 
 /* ---------------------------------------------------------- huge blocks */
 
 typedef struct tess_huge_s {
-  uintptr_t ptr;           /* start of the mapping, what malloc returned;
-                              0 = empty slot, 1 = deleted */
-  size_t size;             /* bytes mapped (and usable) */
+  uintptr_t ptr; /* start of the mapping, what malloc returned;
+                    0 = empty slot, 1 = deleted */
+  size_t size;   /* bytes mapped (and usable) */
 } tess_huge_t;
 
 /* --------------------------------------------------------------- options */
 
 typedef struct tess_options_s {
-  uint32_t decommit_delay_ms;  /* TESS_DECOMMIT_DELAY_MS */
-  size_t decommit_min;         /* TESS_DECOMMIT_MIN: smaller free spans stay */
-  size_t reserve;              /* TESS_RESERVE: OS-mode primary region size */
-  size_t huge_threshold;       /* TESS_HUGE_THRESHOLD: own mapping from here */
-  size_t heap_cache;           /* TESS_HEAP_CACHE: empty-slab bytes kept per heap */
-  uint32_t partitions;         /* TESS_PARTITIONS: 0 = automatic */
+  uint32_t decommit_delay_ms; /* TESS_DECOMMIT_DELAY_MS */
+  size_t decommit_min;        /* TESS_DECOMMIT_MIN: smaller free spans stay */
+  size_t reserve;             /* TESS_RESERVE: OS-mode primary region size */
+  size_t huge_threshold;      /* TESS_HUGE_THRESHOLD: own mapping from here */
+  size_t heap_cache;          /* TESS_HEAP_CACHE: empty-slab bytes kept per heap */
+  uint32_t partitions;        /* TESS_PARTITIONS: 0 = automatic */
 } tess_options_t;
 
 #endif /* TESS_TYPES_H */

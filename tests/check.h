@@ -22,60 +22,51 @@
 
 static atomic_long check_failures_;
 
-__attribute__((format(printf, 4, 5), unused, noinline)) static void
-check_fail_(const char *file, int line, const char *expr, const char *fmt, ...)
-{
-    long n = atomic_fetch_add(&check_failures_, 1) + 1;
-    if (n > CHECK_MAX_REPORTS)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s:%d: CHECK(%s) failed: %s\n", file, line, expr, msg);
-    if (n == CHECK_MAX_REPORTS)
-        fprintf(stderr, "(further failures are counted, not printed)\n");
+__attribute__((format(printf, 4, 5), unused, noinline)) static void check_fail_(
+    const char *file, int line, const char *expr, const char *fmt, ...) {
+  long n = atomic_fetch_add(&check_failures_, 1) + 1;
+  if (n > CHECK_MAX_REPORTS) return;
+  va_list ap;
+  va_start(ap, fmt);
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "%s:%d: CHECK(%s) failed: %s\n", file, line, expr, msg);
+  if (n == CHECK_MAX_REPORTS) fprintf(stderr, "(further failures are counted, not printed)\n");
 }
 
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond))                                                       \
-            check_fail_(__FILE__, __LINE__, #cond, __VA_ARGS__);           \
-    } while (0)
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (!(cond)) check_fail_(__FILE__, __LINE__, #cond, __VA_ARGS__); \
+  } while (0)
 
-#define REQUIRE(cond, ...)                                                 \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            check_fail_(__FILE__, __LINE__, #cond, __VA_ARGS__);           \
-            fflush(stderr);                                                \
-            abort();                                                       \
-        }                                                                  \
-    } while (0)
+#define REQUIRE(cond, ...)                                 \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      check_fail_(__FILE__, __LINE__, #cond, __VA_ARGS__); \
+      fflush(stderr);                                      \
+      abort();                                             \
+    }                                                      \
+  } while (0)
 
-__attribute__((unused)) static long check_failures(void)
-{
-    return atomic_load(&check_failures_);
-}
+__attribute__((unused)) static long check_failures(void) { return atomic_load(&check_failures_); }
 
 /* Print a summary and return main()'s exit status. */
-__attribute__((unused)) static int check_finish(const char *test)
-{
-    long n = check_failures();
-    if (n == 0) {
-        printf("%s: all checks passed\n", test);
-        return 0;
-    }
-    fprintf(stderr, "%s: %ld check(s) failed\n", test, n);
-    return 1;
+__attribute__((unused)) static int check_finish(const char *test) {
+  long n = check_failures();
+  if (n == 0) {
+    printf("%s: all checks passed\n", test);
+    return 0;
+  }
+  fprintf(stderr, "%s: %ld check(s) failed\n", test, n);
+  return 1;
 }
 
 /* Hide a value from the optimiser so that calls such as malloc(SIZE_MAX)
  * are neither folded nor warned about at compile time. */
-__attribute__((unused)) static size_t opaque(size_t x)
-{
-    volatile size_t v = x;
-    return v;
+__attribute__((unused)) static size_t opaque(size_t x) {
+  volatile size_t v = x;
+  return v;
 }
 
 #endif /* TESS_TESTS_CHECK_H */

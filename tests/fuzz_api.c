@@ -24,272 +24,225 @@ enum { SLOTS = 64 };
 #define LIVE_CAP ((size_t)96 << 20) /* total live bytes per input */
 
 struct slot {
-    unsigned char *p;
-    size_t size;
-    size_t align;
-    unsigned char fill;
+  unsigned char *p;
+  size_t size;
+  size_t align;
+  unsigned char fill;
 };
 
 struct reader {
-    const uint8_t *data;
-    size_t size, pos;
+  const uint8_t *data;
+  size_t size, pos;
 };
 
-static unsigned byte(struct reader *r)
-{
-    return r->pos < r->size ? r->data[r->pos++] : 0;
-}
+static unsigned byte(struct reader *r) { return r->pos < r->size ? r->data[r->pos++] : 0; }
 
-static unsigned u16(struct reader *r)
-{
-    unsigned lo = byte(r);
-    return lo | byte(r) << 8;
+static unsigned u16(struct reader *r) {
+  unsigned lo = byte(r);
+  return lo | byte(r) << 8;
 }
 
 /* Sizes covering every class: tiny, small, medium, large and huge. */
-static size_t draw_size(struct reader *r)
-{
-    unsigned kind = byte(r);
-    unsigned v = u16(r);
-    if (kind < 100)
-        return v % 129;                        /* 0..128 */
-    if (kind < 170)
-        return v % 1025;                       /* ..1 KiB */
-    if (kind < 215)
-        return (size_t)v % (64 * 1024 + 1);    /* ..64 KiB */
-    if (kind < 248)
-        return ((size_t)v << 4) + byte(r);     /* ..1 MiB */
-    if (kind < 250)
-        return ((size_t)v << 7) + byte(r);     /* ..8 MiB */
-    static const size_t edges[] = {0, 1, 8, 15, 16, 17, 4095, 4096, 4097, 65535, 65536,
-                                   65537, 262144, 1 << 20, (1 << 21) + 1};
-    return edges[v % (sizeof edges / sizeof edges[0])];
+static size_t draw_size(struct reader *r) {
+  unsigned kind = byte(r);
+  unsigned v = u16(r);
+  if (kind < 100) return v % 129;                     /* 0..128 */
+  if (kind < 170) return v % 1025;                    /* ..1 KiB */
+  if (kind < 215) return (size_t)v % (64 * 1024 + 1); /* ..64 KiB */
+  if (kind < 248) return ((size_t)v << 4) + byte(r);  /* ..1 MiB */
+  if (kind < 250) return ((size_t)v << 7) + byte(r);  /* ..8 MiB */
+  static const size_t edges[] = {0,    1,     8,     15,    16,     17,      4095,         4096,
+                                 4097, 65535, 65536, 65537, 262144, 1 << 20, (1 << 21) + 1};
+  return edges[v % (sizeof edges / sizeof edges[0])];
 }
 
-static void fail(const char *what, const struct slot *s, size_t at)
-{
-    fprintf(stderr, "fuzz_api: %s: block %p size %zu align %zu fill %#x, offset %zu\n", what,
-            (void *)s->p, s->size, s->align, s->fill, at);
-    abort();
+static void fail(const char *what, const struct slot *s, size_t at) {
+  fprintf(stderr, "fuzz_api: %s: block %p size %zu align %zu fill %#x, offset %zu\n", what,
+          (void *)s->p, s->size, s->align, s->fill, at);
+  abort();
 }
 
 /* All of [0, n) equals b: check byte 0, then that the range equals
  * itself shifted by one. */
-static int all_equal(const unsigned char *p, unsigned char b, size_t n)
-{
-    return n == 0 || (p[0] == b && memcmp(p, p + 1, n - 1) == 0);
+static int all_equal(const unsigned char *p, unsigned char b, size_t n) {
+  return n == 0 || (p[0] == b && memcmp(p, p + 1, n - 1) == 0);
 }
 
-static size_t first_diff(const unsigned char *p, unsigned char b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != b)
-            return i;
-    return n;
+static size_t first_diff(const unsigned char *p, unsigned char b, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != b) return i;
+  return n;
 }
 
-static void verify(const struct slot *s, size_t n, const char *when)
-{
-    if (!all_equal(s->p, s->fill, n))
-        fail(when, s, first_diff(s->p, s->fill, n));
+static void verify(const struct slot *s, size_t n, const char *when) {
+  if (!all_equal(s->p, s->fill, n)) fail(when, s, first_diff(s->p, s->fill, n));
 }
 
 /* Properties of every fresh block; then fill it with the slot's byte. */
-static void accept(struct slot *s, unsigned char *p, size_t size, size_t align,
-                   unsigned char fill, int zeroed)
-{
-    s->p = p;
-    s->size = size;
-    s->align = align;
-    s->fill = fill;
-    size_t a = align > 16 ? align : 16;
-    if ((uintptr_t)p & (a - 1))
-        fail("misaligned", s, 0);
-    if (tess_usable_size(p) < size)
-        fail("usable size too small", s, tess_usable_size(p));
-    if (zeroed && !all_equal(p, 0, size))
-        fail("calloc memory not zero", s, first_diff(p, 0, size));
-    memset(p, fill, size);
+static void accept(struct slot *s, unsigned char *p, size_t size, size_t align, unsigned char fill,
+                   int zeroed) {
+  s->p = p;
+  s->size = size;
+  s->align = align;
+  s->fill = fill;
+  size_t a = align > 16 ? align : 16;
+  if ((uintptr_t)p & (a - 1)) fail("misaligned", s, 0);
+  if (tess_usable_size(p) < size) fail("usable size too small", s, tess_usable_size(p));
+  if (zeroed && !all_equal(p, 0, size)) fail("calloc memory not zero", s, first_diff(p, 0, size));
+  memset(p, fill, size);
 }
 
-static void release(struct slot *s, size_t *live, int how)
-{
-    verify(s, s->size, "corrupted before free");
-    if (how == 1 && !s->align)
-        tess_free_sized(s->p, s->size);
-    else if (how == 1)
-        tess_free_aligned_sized(s->p, s->align, s->size);
-    else
-        tess_free(s->p);
-    *live -= s->size;
-    s->p = NULL;
+static void release(struct slot *s, size_t *live, int how) {
+  verify(s, s->size, "corrupted before free");
+  if (how == 1 && !s->align)
+    tess_free_sized(s->p, s->size);
+  else if (how == 1)
+    tess_free_aligned_sized(s->p, s->align, s->size);
+  else
+    tess_free(s->p);
+  *live -= s->size;
+  s->p = NULL;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    struct slot slots[SLOTS];
-    memset(slots, 0, sizeof slots);
-    struct reader r = {data, size, 0};
-    size_t live = 0;
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  struct slot slots[SLOTS];
+  memset(slots, 0, sizeof slots);
+  struct reader r = {data, size, 0};
+  size_t live = 0;
 
-    while (r.pos < r.size) {
-        unsigned op = byte(&r) % 10;
-        struct slot *s = &slots[byte(&r) % SLOTS];
-        unsigned char fill = (unsigned char)byte(&r);
-        if (op <= 4 && s->p)
-            op = 5; /* slot busy: free it instead */
-        switch (op) {
-        case 0: { /* malloc */
-            size_t n = draw_size(&r);
-            if (live + n > LIVE_CAP)
-                break;
-            unsigned char *p = tess_malloc(n);
-            if (!p)
-                fail("malloc failed", s, n);
-            accept(s, p, n, 0, fill, 0);
-            live += n;
-            break;
+  while (r.pos < r.size) {
+    unsigned op = byte(&r) % 10;
+    struct slot *s = &slots[byte(&r) % SLOTS];
+    unsigned char fill = (unsigned char)byte(&r);
+    if (op <= 4 && s->p) op = 5; /* slot busy: free it instead */
+    switch (op) {
+      case 0: { /* malloc */
+        size_t n = draw_size(&r);
+        if (live + n > LIVE_CAP) break;
+        unsigned char *p = tess_malloc(n);
+        if (!p) fail("malloc failed", s, n);
+        accept(s, p, n, 0, fill, 0);
+        live += n;
+        break;
+      }
+      case 1: { /* calloc, the size split in two factors */
+        size_t n = draw_size(&r);
+        size_t k = 1 + byte(&r) % 8;
+        if (live + n * k > LIVE_CAP) break;
+        unsigned char *p = tess_calloc(k, n);
+        if (!p) fail("calloc failed", s, n * k);
+        accept(s, p, n * k, 0, 0, 1);
+        live += n * k;
+        break;
+      }
+      case 2: { /* aligned_alloc, any power of two up to 4 MiB */
+        size_t a = (size_t)1 << (byte(&r) % 23);
+        size_t n = draw_size(&r);
+        if (live + n > LIVE_CAP) break;
+        unsigned char *p = tess_aligned_alloc(a, n);
+        if (!p) fail("aligned_alloc failed", s, a);
+        accept(s, p, n, a, fill, 0);
+        live += n;
+        break;
+      }
+      case 3: { /* posix_memalign, also with invalid alignments */
+        unsigned k = byte(&r);
+        size_t a = (k & 0x80) ? (size_t)(k & 0x7f) : (size_t)1 << (k % 23);
+        size_t n = draw_size(&r);
+        if (live + n > LIVE_CAP) break;
+        void *out = &slots; /* sentinel */
+        int rc = tess_posix_memalign(&out, a, n);
+        int valid = a >= sizeof(void *) && (a & (a - 1)) == 0;
+        if (!valid) {
+          if (rc != EINVAL || out != (void *)&slots)
+            fail("posix_memalign accepted a bad alignment", s, a);
+          break;
         }
-        case 1: { /* calloc, the size split in two factors */
-            size_t n = draw_size(&r);
-            size_t k = 1 + byte(&r) % 8;
-            if (live + n * k > LIVE_CAP)
-                break;
-            unsigned char *p = tess_calloc(k, n);
-            if (!p)
-                fail("calloc failed", s, n * k);
-            accept(s, p, n * k, 0, 0, 1);
-            live += n * k;
-            break;
+        if (rc != 0) fail("posix_memalign failed", s, a);
+        accept(s, out, n, a, fill, 0);
+        live += n;
+        break;
+      }
+      case 4: { /* realloc(NULL, n) */
+        size_t n = draw_size(&r);
+        if (live + n > LIVE_CAP) break;
+        unsigned char *p = tess_realloc(NULL, n);
+        if (!p) fail("realloc(NULL) failed", s, n);
+        accept(s, p, n, 0, fill, 0);
+        live += n;
+        break;
+      }
+      case 5: /* free or free_sized */
+        if (s->p) release(s, &live, fill & 1);
+        break;
+      case 6: { /* realloc: keep the prefix, fill the new tail */
+        if (!s->p) break;
+        size_t n = draw_size(&r);
+        if (live - s->size + n > LIVE_CAP) break;
+        verify(s, s->size, "corrupted before realloc");
+        unsigned char *p = tess_realloc(s->p, n);
+        if (n == 0) { /* glibc semantics: frees, returns NULL */
+          if (p) fail("realloc(p, 0) returned a block", s, 0);
+          live -= s->size;
+          s->p = NULL;
+          break;
         }
-        case 2: { /* aligned_alloc, any power of two up to 4 MiB */
-            size_t a = (size_t)1 << (byte(&r) % 23);
-            size_t n = draw_size(&r);
-            if (live + n > LIVE_CAP)
-                break;
-            unsigned char *p = tess_aligned_alloc(a, n);
-            if (!p)
-                fail("aligned_alloc failed", s, a);
-            accept(s, p, n, a, fill, 0);
-            live += n;
-            break;
-        }
-        case 3: { /* posix_memalign, also with invalid alignments */
-            unsigned k = byte(&r);
-            size_t a = (k & 0x80) ? (size_t)(k & 0x7f) : (size_t)1 << (k % 23);
-            size_t n = draw_size(&r);
-            if (live + n > LIVE_CAP)
-                break;
-            void *out = &slots; /* sentinel */
-            int rc = tess_posix_memalign(&out, a, n);
-            int valid = a >= sizeof(void *) && (a & (a - 1)) == 0;
-            if (!valid) {
-                if (rc != EINVAL || out != (void *)&slots)
-                    fail("posix_memalign accepted a bad alignment", s, a);
-                break;
-            }
-            if (rc != 0)
-                fail("posix_memalign failed", s, a);
-            accept(s, out, n, a, fill, 0);
-            live += n;
-            break;
-        }
-        case 4: { /* realloc(NULL, n) */
-            size_t n = draw_size(&r);
-            if (live + n > LIVE_CAP)
-                break;
-            unsigned char *p = tess_realloc(NULL, n);
-            if (!p)
-                fail("realloc(NULL) failed", s, n);
-            accept(s, p, n, 0, fill, 0);
-            live += n;
-            break;
-        }
-        case 5: /* free or free_sized */
-            if (s->p)
-                release(s, &live, fill & 1);
-            break;
-        case 6: { /* realloc: keep the prefix, fill the new tail */
-            if (!s->p)
-                break;
-            size_t n = draw_size(&r);
-            if (live - s->size + n > LIVE_CAP)
-                break;
-            verify(s, s->size, "corrupted before realloc");
-            unsigned char *p = tess_realloc(s->p, n);
-            if (n == 0) { /* glibc semantics: frees, returns NULL */
-                if (p)
-                    fail("realloc(p, 0) returned a block", s, 0);
-                live -= s->size;
-                s->p = NULL;
-                break;
-            }
-            if (!p)
-                fail("realloc failed", s, n);
-            size_t keep = s->size < n ? s->size : n;
-            struct slot moved = {p, keep, 0, s->fill};
-            verify(&moved, keep, "realloc lost the prefix");
-            live = live - s->size + n;
-            accept(s, p, n, 0, s->fill, 0);
-            break;
-        }
-        case 7: { /* usable_size: every usable byte is writable */
-            if (!s->p)
-                break;
-            size_t us = tess_usable_size(s->p);
-            if (us < s->size)
-                fail("usable size shrank", s, us);
-            memset(s->p + s->size, fill, us - s->size);
-            break;
-        }
-        case 8: { /* failing requests leave the slot alone */
-            if (!s->p)
-                break;
-            volatile size_t huge = SIZE_MAX - byte(&r); /* no compile-time warning */
-            errno = 0;
-            void *q = tess_realloc(s->p, huge);
-            if (q || errno != ENOMEM)
-                fail("huge realloc did not fail with ENOMEM", s, 0);
-            verify(s, s->size, "failed realloc changed the block");
-            break;
-        }
-        default: /* verify */
-            if (s->p)
-                verify(s, s->size, "corrupted");
-            break;
-        }
+        if (!p) fail("realloc failed", s, n);
+        size_t keep = s->size < n ? s->size : n;
+        struct slot moved = {p, keep, 0, s->fill};
+        verify(&moved, keep, "realloc lost the prefix");
+        live = live - s->size + n;
+        accept(s, p, n, 0, s->fill, 0);
+        break;
+      }
+      case 7: { /* usable_size: every usable byte is writable */
+        if (!s->p) break;
+        size_t us = tess_usable_size(s->p);
+        if (us < s->size) fail("usable size shrank", s, us);
+        memset(s->p + s->size, fill, us - s->size);
+        break;
+      }
+      case 8: { /* failing requests leave the slot alone */
+        if (!s->p) break;
+        volatile size_t huge = SIZE_MAX - byte(&r); /* no compile-time warning */
+        errno = 0;
+        void *q = tess_realloc(s->p, huge);
+        if (q || errno != ENOMEM) fail("huge realloc did not fail with ENOMEM", s, 0);
+        verify(s, s->size, "failed realloc changed the block");
+        break;
+      }
+      default: /* verify */
+        if (s->p) verify(s, s->size, "corrupted");
+        break;
     }
-    for (int i = 0; i < SLOTS; i++)
-        if (slots[i].p)
-            release(&slots[i], &live, i & 1);
-    return 0;
+  }
+  for (int i = 0; i < SLOTS; i++)
+    if (slots[i].p) release(&slots[i], &live, i & 1);
+  return 0;
 }
 
 #ifndef TESS_LIBFUZZER
-static uint64_t next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
+static uint64_t next(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
 }
 
-int main(int argc, char **argv)
-{
-    long iterations = argc > 1 ? atol(argv[1]) : 2000;
-    uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 12345;
-    uint64_t s = seed ? seed : 1;
-    static uint8_t buf[4096];
-    printf("test_fuzz: %ld inputs from seed %llu\n", iterations, (unsigned long long)seed);
-    for (long i = 0; i < iterations; i++) {
-        size_t n = 1 + next(&s) % sizeof buf;
-        for (size_t k = 0; k < n; k++)
-            buf[k] = (uint8_t)(next(&s) >> 24);
-        LLVMFuzzerTestOneInput(buf, n);
-    }
-    printf("test_fuzz: ok\n");
-    return 0;
+int main(int argc, char **argv) {
+  long iterations = argc > 1 ? atol(argv[1]) : 2000;
+  uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 12345;
+  uint64_t s = seed ? seed : 1;
+  static uint8_t buf[4096];
+  printf("test_fuzz: %ld inputs from seed %llu\n", iterations, (unsigned long long)seed);
+  for (long i = 0; i < iterations; i++) {
+    size_t n = 1 + next(&s) % sizeof buf;
+    for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)(next(&s) >> 24);
+    LLVMFuzzerTestOneInput(buf, n);
+  }
+  printf("test_fuzz: ok\n");
+  return 0;
 }
 #endif

@@ -36,117 +36,104 @@
 enum { WINDOW = 4, OWN = 40, LEAVE = 3, TAKE = 6, HANDOFF_CAP = 64 };
 
 struct block {
-    void *p;
-    size_t n;
-    uint64_t key;
+  void *p;
+  size_t n;
+  uint64_t key;
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct block g_handoff[HANDOFF_CAP];
 static int g_nhandoff;
 
-static void verify_and_free(struct block *b)
-{
-    size_t bad = pat_check(b->p, b->n, b->key);
-    REQUIRE(bad == PAT_OK, "block %p (%zu bytes) corrupted at %zu", b->p, b->n, bad);
-    T_FREE(b->p);
-    b->p = NULL;
+static void verify_and_free(struct block *b) {
+  size_t bad = pat_check(b->p, b->n, b->key);
+  REQUIRE(bad == PAT_OK, "block %p (%zu bytes) corrupted at %zu", b->p, b->n, bad);
+  T_FREE(b->p);
+  b->p = NULL;
 }
 
-static void *churner(void *arg)
-{
-    uint64_t rng = rng_seed((uintptr_t)arg);
-    struct block own[OWN];
-    for (int i = 0; i < OWN; i++) {
-        /* Mostly small, now and then a medium or large block. */
-        size_t n = rng_size(&rng, 256 * 1024);
-        own[i].p = T_MALLOC(n);
-        REQUIRE(own[i].p != NULL, "malloc(%zu)", n);
-        own[i].n = n;
-        own[i].key = pat_key(own[i].p, n, (uintptr_t)arg);
-        pat_fill(own[i].p, n, own[i].key);
-    }
-    /* Grow a couple of blocks. */
-    for (int i = 0; i < 2; i++) {
-        struct block *b = &own[rng_next(&rng) % OWN];
-        size_t n = b->n * 2 + 100;
-        void *q = T_REALLOC(b->p, n);
-        REQUIRE(q != NULL, "realloc(%zu)", n);
-        REQUIRE(pat_check(q, b->n, b->key) == PAT_OK, "realloc lost data");
-        b->p = q;
-        b->n = n;
-        b->key = pat_key(q, n, 7);
-        pat_fill(q, n, b->key);
-    }
+static void *churner(void *arg) {
+  uint64_t rng = rng_seed((uintptr_t)arg);
+  struct block own[OWN];
+  for (int i = 0; i < OWN; i++) {
+    /* Mostly small, now and then a medium or large block. */
+    size_t n = rng_size(&rng, 256 * 1024);
+    own[i].p = T_MALLOC(n);
+    REQUIRE(own[i].p != NULL, "malloc(%zu)", n);
+    own[i].n = n;
+    own[i].key = pat_key(own[i].p, n, (uintptr_t)arg);
+    pat_fill(own[i].p, n, own[i].key);
+  }
+  /* Grow a couple of blocks. */
+  for (int i = 0; i < 2; i++) {
+    struct block *b = &own[rng_next(&rng) % OWN];
+    size_t n = b->n * 2 + 100;
+    void *q = T_REALLOC(b->p, n);
+    REQUIRE(q != NULL, "realloc(%zu)", n);
+    REQUIRE(pat_check(q, b->n, b->key) == PAT_OK, "realloc lost data");
+    b->p = q;
+    b->n = n;
+    b->key = pat_key(q, n, 7);
+    pat_fill(q, n, b->key);
+  }
 
-    /* Free what earlier (now dead or dying) threads left; leave some. */
-    struct block taken[TAKE];
-    int ntaken = 0;
-    pthread_mutex_lock(&g_lock);
-    while (ntaken < TAKE && g_nhandoff > 0)
-        taken[ntaken++] = g_handoff[--g_nhandoff];
-    int leave = 0;
-    while (leave < LEAVE && g_nhandoff < HANDOFF_CAP)
-        g_handoff[g_nhandoff++] = own[leave++];
-    pthread_mutex_unlock(&g_lock);
+  /* Free what earlier (now dead or dying) threads left; leave some. */
+  struct block taken[TAKE];
+  int ntaken = 0;
+  pthread_mutex_lock(&g_lock);
+  while (ntaken < TAKE && g_nhandoff > 0) taken[ntaken++] = g_handoff[--g_nhandoff];
+  int leave = 0;
+  while (leave < LEAVE && g_nhandoff < HANDOFF_CAP) g_handoff[g_nhandoff++] = own[leave++];
+  pthread_mutex_unlock(&g_lock);
 
-    for (int i = 0; i < ntaken; i++)
-        verify_and_free(&taken[i]);
-    for (int i = leave; i < OWN; i++)
-        verify_and_free(&own[i]);
-    return NULL;
+  for (int i = 0; i < ntaken; i++) verify_and_free(&taken[i]);
+  for (int i = leave; i < OWN; i++) verify_and_free(&own[i]);
+  return NULL;
 }
 
-static long rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    long size = 0, rss = -1;
-    if (f) {
-        if (fscanf(f, "%ld %ld", &size, &rss) != 2)
-            rss = -1;
-        fclose(f);
-    }
-    return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long size = 0, rss = -1;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &size, &rss) != 2) rss = -1;
+    fclose(f);
+  }
+  return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-int main(int argc, char **argv)
-{
-    long total = argc > 1 ? atol(argv[1]) : 10000;
-    long warmup = total / 10;
-    pthread_t win[WINDOW];
-    int running[WINDOW] = {0};
-    long rss_warm = -1;
+int main(int argc, char **argv) {
+  long total = argc > 1 ? atol(argv[1]) : 10000;
+  long warmup = total / 10;
+  pthread_t win[WINDOW];
+  int running[WINDOW] = {0};
+  long rss_warm = -1;
 
-    for (long i = 0; i < total; i++) {
-        int s = (int)(i % WINDOW);
-        if (running[s])
-            REQUIRE(pthread_join(win[s], NULL) == 0, "pthread_join");
-        REQUIRE(pthread_create(&win[s], NULL, churner, (void *)(uintptr_t)(i + 1)) == 0,
-                "pthread_create #%ld", i);
-        running[s] = 1;
-        if (i + 1 == warmup) {
-            for (int k = 0; k < WINDOW; k++)
-                if (running[k])
-                    pthread_join(win[k], NULL);
-            memset(running, 0, sizeof running);
-            rss_warm = rss_kib();
-        }
+  for (long i = 0; i < total; i++) {
+    int s = (int)(i % WINDOW);
+    if (running[s]) REQUIRE(pthread_join(win[s], NULL) == 0, "pthread_join");
+    REQUIRE(pthread_create(&win[s], NULL, churner, (void *)(uintptr_t)(i + 1)) == 0,
+            "pthread_create #%ld", i);
+    running[s] = 1;
+    if (i + 1 == warmup) {
+      for (int k = 0; k < WINDOW; k++)
+        if (running[k]) pthread_join(win[k], NULL);
+      memset(running, 0, sizeof running);
+      rss_warm = rss_kib();
     }
-    for (int k = 0; k < WINDOW; k++)
-        if (running[k])
-            pthread_join(win[k], NULL);
-    long rss_end = rss_kib();
+  }
+  for (int k = 0; k < WINDOW; k++)
+    if (running[k]) pthread_join(win[k], NULL);
+  long rss_end = rss_kib();
 
-    printf("test_churn: %ld threads, RSS after %ld: %ld KiB, at end: %ld KiB, growth %ld KiB\n",
-           total, warmup, rss_warm, rss_end, rss_end - rss_warm);
+  printf("test_churn: %ld threads, RSS after %ld: %ld KiB, at end: %ld KiB, growth %ld KiB\n",
+         total, warmup, rss_warm, rss_end, rss_end - rss_warm);
 #ifdef TESS_CHURN_API
-    printf("RSS bound not checked in sanitizer builds\n");
+  printf("RSS bound not checked in sanitizer builds\n");
 #else
-    CHECK(rss_warm > 0 && rss_end > 0, "could not read /proc/self/statm");
-    CHECK(rss_end - rss_warm < 16 * 1024, "RSS grew by %ld KiB over %ld threads",
-          rss_end - rss_warm, total - warmup);
+  CHECK(rss_warm > 0 && rss_end > 0, "could not read /proc/self/statm");
+  CHECK(rss_end - rss_warm < 16 * 1024, "RSS grew by %ld KiB over %ld threads", rss_end - rss_warm,
+        total - warmup);
 #endif
-    for (int i = 0; i < g_nhandoff; i++)
-        verify_and_free(&g_handoff[i]);
-    return check_finish("test_churn");
+  for (int i = 0; i < g_nhandoff; i++) verify_and_free(&g_handoff[i]);
+  return check_finish("test_churn");
 }

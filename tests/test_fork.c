@@ -42,9 +42,9 @@
 enum { THREADS = 4, SLOTS = 128, POOL = 256, CHILD_ALARM_S = 30 };
 
 struct block {
-    void *p;
-    size_t n;
-    uint64_t key;
+  void *p;
+  size_t n;
+  uint64_t key;
 };
 
 static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -53,163 +53,141 @@ static int g_npool;
 static atomic_int g_stop;
 static atomic_long g_progress[THREADS];
 
-static int block_ok(const struct block *b)
-{
-    return pat_check(b->p, b->n, b->key) == PAT_OK;
+static int block_ok(const struct block *b) { return pat_check(b->p, b->n, b->key) == PAT_OK; }
+
+static void make(struct block *b, size_t n, uint64_t seed) {
+  b->p = T_MALLOC(n);
+  REQUIRE(b->p != NULL, "malloc(%zu)", n);
+  b->n = n;
+  b->key = pat_key(b->p, n, seed);
+  pat_fill(b->p, n, b->key);
 }
 
-static void make(struct block *b, size_t n, uint64_t seed)
-{
-    b->p = T_MALLOC(n);
-    REQUIRE(b->p != NULL, "malloc(%zu)", n);
-    b->n = n;
-    b->key = pat_key(b->p, n, seed);
-    pat_fill(b->p, n, b->key);
+static void drop(struct block *b) {
+  REQUIRE(block_ok(b), "block %p (%zu bytes) corrupted", b->p, b->n);
+  T_FREE(b->p);
+  b->p = NULL;
 }
 
-static void drop(struct block *b)
-{
-    REQUIRE(block_ok(b), "block %p (%zu bytes) corrupted", b->p, b->n);
-    T_FREE(b->p);
-    b->p = NULL;
-}
-
-static void *worker(void *arg)
-{
-    int id = (int)(uintptr_t)arg;
-    uint64_t rng = rng_seed(100 + (uint64_t)id);
-    struct block slots[SLOTS];
-    memset(slots, 0, sizeof slots);
-    while (!atomic_load_explicit(&g_stop, memory_order_relaxed)) {
-        struct block *b = &slots[rng_next(&rng) % SLOTS];
-        if (!b->p) {
-            make(b, rng_size(&rng, (size_t)1 << 20), (uint64_t)id);
-        } else if (rng_next(&rng) % 8 == 0) {
-            /* Swap with the shared pool: the children free these. */
-            pthread_mutex_lock(&g_pool_lock);
-            struct block out = {0};
-            if (g_npool == POOL) {
-                int k = (int)(rng_next(&rng) % POOL);
-                out = g_pool[k];
-                g_pool[k] = *b;
-            } else {
-                g_pool[g_npool++] = *b;
-            }
-            pthread_mutex_unlock(&g_pool_lock);
-            b->p = NULL;
-            if (out.p)
-                drop(&out);
-        } else if (rng_next(&rng) % 4 == 0) {
-            size_t n = rng_size(&rng, (size_t)1 << 20) + 1;
-            void *q = T_REALLOC(b->p, n);
-            REQUIRE(q != NULL, "realloc(%zu)", n);
-            size_t keep = b->n < n ? b->n : n;
-            REQUIRE(pat_check_prefix(q, b->n, keep, b->key) == PAT_OK, "realloc lost data");
-            b->p = q;
-            b->n = n;
-            b->key = pat_key(q, n, (uint64_t)id);
-            pat_fill(q, n, b->key);
-        } else {
-            drop(b);
-        }
-        atomic_fetch_add_explicit(&g_progress[id], 1, memory_order_relaxed);
+static void *worker(void *arg) {
+  int id = (int)(uintptr_t)arg;
+  uint64_t rng = rng_seed(100 + (uint64_t)id);
+  struct block slots[SLOTS];
+  memset(slots, 0, sizeof slots);
+  while (!atomic_load_explicit(&g_stop, memory_order_relaxed)) {
+    struct block *b = &slots[rng_next(&rng) % SLOTS];
+    if (!b->p) {
+      make(b, rng_size(&rng, (size_t)1 << 20), (uint64_t)id);
+    } else if (rng_next(&rng) % 8 == 0) {
+      /* Swap with the shared pool: the children free these. */
+      pthread_mutex_lock(&g_pool_lock);
+      struct block out = {0};
+      if (g_npool == POOL) {
+        int k = (int)(rng_next(&rng) % POOL);
+        out = g_pool[k];
+        g_pool[k] = *b;
+      } else {
+        g_pool[g_npool++] = *b;
+      }
+      pthread_mutex_unlock(&g_pool_lock);
+      b->p = NULL;
+      if (out.p) drop(&out);
+    } else if (rng_next(&rng) % 4 == 0) {
+      size_t n = rng_size(&rng, (size_t)1 << 20) + 1;
+      void *q = T_REALLOC(b->p, n);
+      REQUIRE(q != NULL, "realloc(%zu)", n);
+      size_t keep = b->n < n ? b->n : n;
+      REQUIRE(pat_check_prefix(q, b->n, keep, b->key) == PAT_OK, "realloc lost data");
+      b->p = q;
+      b->n = n;
+      b->key = pat_key(q, n, (uint64_t)id);
+      pat_fill(q, n, b->key);
+    } else {
+      drop(b);
     }
-    for (int i = 0; i < SLOTS; i++)
-        if (slots[i].p)
-            drop(&slots[i]);
-    return NULL;
+    atomic_fetch_add_explicit(&g_progress[id], 1, memory_order_relaxed);
+  }
+  for (int i = 0; i < SLOTS; i++)
+    if (slots[i].p) drop(&slots[i]);
+  return NULL;
 }
 
 /* Runs in the child; exit status 0 means all went well. */
-static int child(uint64_t seed)
-{
-    alarm(CHILD_ALARM_S); /* a deadlock becomes a SIGALRM death */
-    for (int i = 0; i < g_npool; i++) {
-        if (!block_ok(&g_pool[i]))
-            return 2;
-        if (i % 2 == 0)
-            T_FREE(g_pool[i].p); /* allocated by another parent thread */
+static int child(uint64_t seed) {
+  alarm(CHILD_ALARM_S); /* a deadlock becomes a SIGALRM death */
+  for (int i = 0; i < g_npool; i++) {
+    if (!block_ok(&g_pool[i])) return 2;
+    if (i % 2 == 0) T_FREE(g_pool[i].p); /* allocated by another parent thread */
+  }
+  uint64_t rng = rng_seed(seed);
+  struct block mine[64];
+  for (int round = 0; round < 4; round++) {
+    for (int i = 0; i < 64; i++) {
+      size_t n = i < 56   ? rng_range(&rng, 0, 2048)
+                 : i < 62 ? rng_range(&rng, 64 << 10, 512 << 10)
+                          : rng_range(&rng, 2 << 20, 8 << 20);
+      make(&mine[i], n, seed + (uint64_t)i);
     }
-    uint64_t rng = rng_seed(seed);
-    struct block mine[64];
-    for (int round = 0; round < 4; round++) {
-        for (int i = 0; i < 64; i++) {
-            size_t n = i < 56 ? rng_range(&rng, 0, 2048)
-                              : i < 62 ? rng_range(&rng, 64 << 10, 512 << 10)
-                                       : rng_range(&rng, 2 << 20, 8 << 20);
-            make(&mine[i], n, seed + (uint64_t)i);
-        }
-        for (int i = 0; i < 64; i++) {
-            if (!block_ok(&mine[i]))
-                return 3;
-            T_FREE(mine[i].p);
-        }
+    for (int i = 0; i < 64; i++) {
+      if (!block_ok(&mine[i])) return 3;
+      T_FREE(mine[i].p);
     }
-    /* Pool blocks we did not free must still be intact. */
-    for (int i = 1; i < g_npool; i += 2)
-        if (!block_ok(&g_pool[i]))
-            return 4;
-    return 0;
+  }
+  /* Pool blocks we did not free must still be intact. */
+  for (int i = 1; i < g_npool; i += 2)
+    if (!block_ok(&g_pool[i])) return 4;
+  return 0;
 }
 
-static void wait_progress(int fork_no)
-{
-    long base[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        base[i] = atomic_load(&g_progress[i]);
-    for (int tries = 0; tries < 1000; tries++) {
-        int all = 1;
-        for (int i = 0; i < THREADS; i++)
-            all &= atomic_load(&g_progress[i]) > base[i] + 10;
-        if (all)
-            return;
-        usleep(10000);
-    }
-    for (int i = 0; i < THREADS; i++)
-        CHECK(atomic_load(&g_progress[i]) > base[i] + 10,
-              "parent thread %d made no progress after fork %d", i, fork_no);
-    fflush(stderr);
-    abort(); /* a stuck thread would hang the join below */
+static void wait_progress(int fork_no) {
+  long base[THREADS];
+  for (int i = 0; i < THREADS; i++) base[i] = atomic_load(&g_progress[i]);
+  for (int tries = 0; tries < 1000; tries++) {
+    int all = 1;
+    for (int i = 0; i < THREADS; i++) all &= atomic_load(&g_progress[i]) > base[i] + 10;
+    if (all) return;
+    usleep(10000);
+  }
+  for (int i = 0; i < THREADS; i++)
+    CHECK(atomic_load(&g_progress[i]) > base[i] + 10,
+          "parent thread %d made no progress after fork %d", i, fork_no);
+  fflush(stderr);
+  abort(); /* a stuck thread would hang the join below */
 }
 
-int main(int argc, char **argv)
-{
-    int forks = argc > 1 ? atoi(argv[1]) : 50;
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        REQUIRE(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i) == 0, "create");
-    fflush(stdout);
+int main(int argc, char **argv) {
+  int forks = argc > 1 ? atoi(argv[1]) : 50;
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++)
+    REQUIRE(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i) == 0, "create");
+  fflush(stdout);
 
-    for (int k = 0; k < forks; k++) {
-        usleep(2000 + (useconds_t)(k % 5) * 1000);
-        /* Hold the pool lock across fork so the child sees a consistent
-         * pool; the allocator's own locks get no such help. */
-        pthread_mutex_lock(&g_pool_lock);
-        pid_t pid = fork();
-        pthread_mutex_unlock(&g_pool_lock);
-        REQUIRE(pid >= 0, "fork failed");
-        if (pid == 0)
-            _exit(child((uint64_t)k + 1));
+  for (int k = 0; k < forks; k++) {
+    usleep(2000 + (useconds_t)(k % 5) * 1000);
+    /* Hold the pool lock across fork so the child sees a consistent
+     * pool; the allocator's own locks get no such help. */
+    pthread_mutex_lock(&g_pool_lock);
+    pid_t pid = fork();
+    pthread_mutex_unlock(&g_pool_lock);
+    REQUIRE(pid >= 0, "fork failed");
+    if (pid == 0) _exit(child((uint64_t)k + 1));
 
-        int status = 0;
-        REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
-        if (WIFSIGNALED(status))
-            CHECK(0, "child %d killed by signal %d%s", k, WTERMSIG(status),
-                  WTERMSIG(status) == SIGALRM ? " (hung: deadlock after fork?)" : "");
-        else
-            CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "child %d exited with status %d", k, WEXITSTATUS(status));
-        wait_progress(k);
-    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
+    if (WIFSIGNALED(status))
+      CHECK(0, "child %d killed by signal %d%s", k, WTERMSIG(status),
+            WTERMSIG(status) == SIGALRM ? " (hung: deadlock after fork?)" : "");
+    else
+      CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d exited with status %d", k,
+            WEXITSTATUS(status));
+    wait_progress(k);
+  }
 
-    atomic_store(&g_stop, 1);
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(t[i], NULL);
-    for (int i = 0; i < g_npool; i++)
-        drop(&g_pool[i]);
-    long ops = 0;
-    for (int i = 0; i < THREADS; i++)
-        ops += atomic_load(&g_progress[i]);
-    printf("test_fork: %d forks, %ld parent operations\n", forks, ops);
-    return check_finish("test_fork");
+  atomic_store(&g_stop, 1);
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < g_npool; i++) drop(&g_pool[i]);
+  long ops = 0;
+  for (int i = 0; i < THREADS; i++) ops += atomic_load(&g_progress[i]);
+  printf("test_fork: %d forks, %ld parent operations\n", forks, ops);
+  return check_finish("test_fork");
 }

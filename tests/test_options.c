@@ -95,7 +95,8 @@ static void decommit_min(void) {
   size_t start = rss_bytes();
   tess_free(b);
   size_t one = rss_bytes();
-  CHECK(fell(start, one) < (long)(2 * MiB), "an 8 MiB span below TESS_DECOMMIT_MIN was decommitted");
+  CHECK(fell(start, one) < (long)(2 * MiB),
+        "an 8 MiB span below TESS_DECOMMIT_MIN was decommitted");
   tess_free(a);
   size_t two = rss_bytes();
   printf("decommit-min: RSS %zu -> %zu -> %zu KiB\n", start >> 10, one >> 10, two >> 10);
@@ -142,26 +143,25 @@ static void small_reserve(void) {
     CHECK(pat_check(small[i], (size_t)(i % 700) + 1, 7) == PAT_OK, "small block #%d corrupted", i);
     tess_free(small[i]);
   }
-  printf("small-reserve: 160 MiB of large and %d small blocks through overflow regions\n",
-         SMALL);
+  printf("small-reserve: 160 MiB of large and %d small blocks through overflow regions\n", SMALL);
 }
 
-static void bad_options(void) {
-  tess_free(tess_malloc(100)); /* options were read at start-up */
-}
+static void bad_options(void) { tess_free(tess_malloc(100)); /* options were read at start-up */ }
 
 /* ---------------------------------------------------------------- driver */
 
 typedef struct scenario_s {
   const char *name;
   void (*run)(void);
-  const char *env[4];              /* NULL-ended */
+  const char *env[4];           /* NULL-ended */
   const char *expect_stderr[4]; /* substrings that must appear; NULL-ended */
 } scenario_t;
 
 static const scenario_t scenarios[] = {
     {"decommit-now", decommit_now, {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=64K"}, {0}},
-    {"decommit-delay", decommit_delay, {"TESS_DECOMMIT_DELAY_MS=300", "TESS_DECOMMIT_MIN=64K"},
+    {"decommit-delay",
+     decommit_delay,
+     {"TESS_DECOMMIT_DELAY_MS=300", "TESS_DECOMMIT_MIN=64K"},
      {0}},
     {"decommit-min", decommit_min, {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=12M"}, {0}},
     {"huge", huge, {"TESS_HUGE_THRESHOLD=4M"}, {0}},

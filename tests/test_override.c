@@ -21,177 +21,169 @@
 void free_sized(void *ptr, size_t size);
 void free_aligned_sized(void *ptr, size_t alignment, size_t size);
 
-static void ours(const char *what, void *p, size_t size)
-{
-    REQUIRE(p != NULL, "%s returned NULL", what);
-    size_t t = tess_usable_size(p); /* aborts if p is not tessalloc's */
-    size_t m = malloc_usable_size(p);
-    CHECK(t == m, "%s: tess_usable_size %zu != malloc_usable_size %zu", what, t, m);
-    CHECK(t >= size, "%s: usable size %zu < %zu", what, t, size);
-    memset(p, 0x3C, t);
+static void ours(const char *what, void *p, size_t size) {
+  REQUIRE(p != NULL, "%s returned NULL", what);
+  size_t t = tess_usable_size(p); /* aborts if p is not tessalloc's */
+  size_t m = malloc_usable_size(p);
+  CHECK(t == m, "%s: tess_usable_size %zu != malloc_usable_size %zu", what, t, m);
+  CHECK(t >= size, "%s: usable size %zu < %zu", what, t, size);
+  memset(p, 0x3C, t);
 }
 
-static void same_object(const char *name, void *fn)
-{
-    Dl_info a, b;
-    memset(&a, 0, sizeof a);
-    memset(&b, 0, sizeof b);
-    REQUIRE(dladdr(fn, &a) != 0, "dladdr(&%s) failed", name);
-    REQUIRE(dladdr((void *)&tess_malloc, &b) != 0, "dladdr(&tess_malloc) failed");
-    CHECK(a.dli_fbase == b.dli_fbase, "%s is in %s, tess_malloc in %s", name,
-          a.dli_fname ? a.dli_fname : "?", b.dli_fname ? b.dli_fname : "?");
-    CHECK(a.dli_fname == NULL || strstr(a.dli_fname, "libc.so") == NULL,
-          "%s resolves into %s", name, a.dli_fname);
+static void same_object(const char *name, void *fn) {
+  Dl_info a, b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  REQUIRE(dladdr(fn, &a) != 0, "dladdr(&%s) failed", name);
+  REQUIRE(dladdr((void *)&tess_malloc, &b) != 0, "dladdr(&tess_malloc) failed");
+  CHECK(a.dli_fbase == b.dli_fbase, "%s is in %s, tess_malloc in %s", name,
+        a.dli_fname ? a.dli_fname : "?", b.dli_fname ? b.dli_fname : "?");
+  CHECK(a.dli_fname == NULL || strstr(a.dli_fname, "libc.so") == NULL, "%s resolves into %s", name,
+        a.dli_fname);
 }
 
-static void test_symbols(void)
-{
-    same_object("malloc", (void *)&malloc);
-    same_object("free", (void *)&free);
-    same_object("realloc", (void *)&realloc);
-    same_object("calloc", (void *)&calloc);
-    /* What libc itself calls: the global-scope definition. */
-    void *g = dlsym(RTLD_DEFAULT, "malloc");
-    CHECK(g == (void *)&malloc, "dlsym(RTLD_DEFAULT, \"malloc\") = %p, &malloc = %p", g,
-          (void *)&malloc);
-    g = dlsym(RTLD_DEFAULT, "free");
-    CHECK(g == (void *)&free, "dlsym(RTLD_DEFAULT, \"free\") = %p, &free = %p", g,
-          (void *)&free);
+static void test_symbols(void) {
+  same_object("malloc", (void *)&malloc);
+  same_object("free", (void *)&free);
+  same_object("realloc", (void *)&realloc);
+  same_object("calloc", (void *)&calloc);
+  /* What libc itself calls: the global-scope definition. */
+  void *g = dlsym(RTLD_DEFAULT, "malloc");
+  CHECK(g == (void *)&malloc, "dlsym(RTLD_DEFAULT, \"malloc\") = %p, &malloc = %p", g,
+        (void *)&malloc);
+  g = dlsym(RTLD_DEFAULT, "free");
+  CHECK(g == (void *)&free, "dlsym(RTLD_DEFAULT, \"free\") = %p, &free = %p", g, (void *)&free);
 }
 
-static void test_standard_names(void)
-{
-    void *p = malloc(100);
-    ours("malloc", p, 100);
-    p = realloc(p, 5000);
-    ours("realloc", p, 5000);
-    free(p);
+static void test_standard_names(void) {
+  void *p = malloc(100);
+  ours("malloc", p, 100);
+  p = realloc(p, 5000);
+  ours("realloc", p, 5000);
+  free(p);
 
-    p = calloc(10, 30);
-    ours("calloc", p, 300);
-    free(p);
+  p = calloc(10, 30);
+  ours("calloc", p, 300);
+  free(p);
 
-    p = reallocarray(NULL, 20, 50);
-    ours("reallocarray", p, 1000);
-    p = reallocarray(p, 200, 50);
-    ours("reallocarray grow", p, 10000);
-    free(p);
+  p = reallocarray(NULL, 20, 50);
+  ours("reallocarray", p, 1000);
+  p = reallocarray(p, 200, 50);
+  ours("reallocarray grow", p, 10000);
+  free(p);
 
-    p = aligned_alloc(256, 1000);
-    ours("aligned_alloc", p, 1000);
-    CHECK(((uintptr_t)p & 255) == 0, "aligned_alloc(256) = %p", p);
-    free(p);
+  p = aligned_alloc(256, 1000);
+  ours("aligned_alloc", p, 1000);
+  CHECK(((uintptr_t)p & 255) == 0, "aligned_alloc(256) = %p", p);
+  free(p);
 
-    p = NULL;
-    CHECK(posix_memalign(&p, 4096, 10000) == 0, "posix_memalign failed");
-    ours("posix_memalign", p, 10000);
-    CHECK(((uintptr_t)p & 4095) == 0, "posix_memalign(4096) = %p", p);
-    free(p);
+  p = NULL;
+  CHECK(posix_memalign(&p, 4096, 10000) == 0, "posix_memalign failed");
+  ours("posix_memalign", p, 10000);
+  CHECK(((uintptr_t)p & 4095) == 0, "posix_memalign(4096) = %p", p);
+  free(p);
 
-    p = memalign(64, 333);
-    ours("memalign", p, 333);
-    free(p);
+  p = memalign(64, 333);
+  ours("memalign", p, 333);
+  free(p);
 
-    long pg = sysconf(_SC_PAGESIZE);
-    p = valloc(10);
-    ours("valloc", p, 10);
-    CHECK(((uintptr_t)p & (uintptr_t)(pg - 1)) == 0, "valloc = %p", p);
-    free(p);
+  long pg = sysconf(_SC_PAGESIZE);
+  p = valloc(10);
+  ours("valloc", p, 10);
+  CHECK(((uintptr_t)p & (uintptr_t)(pg - 1)) == 0, "valloc = %p", p);
+  free(p);
 
-    p = pvalloc(10);
-    ours("pvalloc", p, (size_t)pg);
-    free(p);
+  p = pvalloc(10);
+  ours("pvalloc", p, (size_t)pg);
+  free(p);
 
-    p = malloc(200);
-    ours("malloc", p, 200);
-    free_sized(p, 200);
-    p = aligned_alloc(128, 200);
-    ours("aligned_alloc", p, 200);
-    free_aligned_sized(p, 128, 200);
+  p = malloc(200);
+  ours("malloc", p, 200);
+  free_sized(p, 200);
+  p = aligned_alloc(128, 200);
+  ours("aligned_alloc", p, 200);
+  free_aligned_sized(p, 128, 200);
 
-    /* Large and huge blocks through the standard names. */
-    p = malloc(300 * 1024);
-    ours("malloc(300KiB)", p, 300 * 1024);
-    free(p);
-    p = malloc(40 << 20);
-    ours("malloc(40MiB)", p, 40 << 20);
-    free(p);
+  /* Large and huge blocks through the standard names. */
+  p = malloc(300 * 1024);
+  ours("malloc(300KiB)", p, 300 * 1024);
+  free(p);
+  p = malloc(40 << 20);
+  ours("malloc(40MiB)", p, 40 << 20);
+  free(p);
 
-    errno = 0;
-    p = malloc(opaque(SIZE_MAX));
-    CHECK(p == NULL && errno == ENOMEM, "malloc(SIZE_MAX) = %p errno %d", p, errno);
+  errno = 0;
+  p = malloc(opaque(SIZE_MAX));
+  CHECK(p == NULL && errno == ENOMEM, "malloc(SIZE_MAX) = %p errno %d", p, errno);
 
-    free(NULL);
-    CHECK(malloc_usable_size(NULL) == 0, "malloc_usable_size(NULL) != 0");
+  free(NULL);
+  CHECK(malloc_usable_size(NULL) == 0, "malloc_usable_size(NULL) != 0");
 }
 
 /* Allocations made inside libc go through our malloc and our free takes
  * them back. */
-static void test_libc_internal(void)
-{
-    char *s = strdup("tessalloc override test");
-    ours("strdup", s, 24);
-    free(s);
+static void test_libc_internal(void) {
+  char *s = strdup("tessalloc override test");
+  ours("strdup", s, 24);
+  free(s);
 
-    s = strndup("abcdefghijklmnopqrstuvwxyz", 10);
-    ours("strndup", s, 11);
-    free(s);
+  s = strndup("abcdefghijklmnopqrstuvwxyz", 10);
+  ours("strndup", s, 11);
+  free(s);
 
-    s = NULL;
-    int n = asprintf(&s, "%s-%d-%0500d", "x", 42, 7);
-    CHECK(n == 505, "asprintf returned %d", n);
-    ours("asprintf", s, (size_t)n + 1);
-    free(s);
+  s = NULL;
+  int n = asprintf(&s, "%s-%d-%0500d", "x", 42, 7);
+  CHECK(n == 505, "asprintf returned %d", n);
+  ours("asprintf", s, (size_t)n + 1);
+  free(s);
 
-    /* getline grows its buffer with realloc. */
-    static const char text[] = "short\n"
-                               "a somewhat longer line that makes getline grow its buffer "
-                               "beyond the first guess, several times over if possible......\n"
-                               "end\n";
-    FILE *f = fmemopen((void *)text, sizeof text - 1, "r");
-    REQUIRE(f != NULL, "fmemopen");
-    char *line = NULL;
-    size_t cap = 0;
-    int lines = 0;
-    while (getline(&line, &cap, f) > 0) {
-        lines++;
-        ours("getline", line, strlen(line) + 1);
-    }
-    CHECK(lines == 3, "getline read %d lines", lines);
-    free(line);
-    fclose(f);
+  /* getline grows its buffer with realloc. */
+  static const char text[] =
+      "short\n"
+      "a somewhat longer line that makes getline grow its buffer "
+      "beyond the first guess, several times over if possible......\n"
+      "end\n";
+  FILE *f = fmemopen((void *)text, sizeof text - 1, "r");
+  REQUIRE(f != NULL, "fmemopen");
+  char *line = NULL;
+  size_t cap = 0;
+  int lines = 0;
+  while (getline(&line, &cap, f) > 0) {
+    lines++;
+    ours("getline", line, strlen(line) + 1);
+  }
+  CHECK(lines == 3, "getline read %d lines", lines);
+  free(line);
+  fclose(f);
 
-    /* A big getline buffer from a file. */
-    FILE *t = tmpfile();
-    REQUIRE(t != NULL, "tmpfile");
-    for (int i = 0; i < 200000; i++)
-        fputc('a' + i % 26, t);
-    fputc('\n', t);
-    rewind(t);
-    line = NULL;
-    cap = 0;
-    ssize_t len = getline(&line, &cap, t);
-    CHECK(len == 200001, "getline of a long line returned %zd", len);
-    ours("getline(long)", line, 200002);
-    free(line);
-    fclose(t);
+  /* A big getline buffer from a file. */
+  FILE *t = tmpfile();
+  REQUIRE(t != NULL, "tmpfile");
+  for (int i = 0; i < 200000; i++) fputc('a' + i % 26, t);
+  fputc('\n', t);
+  rewind(t);
+  line = NULL;
+  cap = 0;
+  ssize_t len = getline(&line, &cap, t);
+  CHECK(len == 200001, "getline of a long line returned %zd", len);
+  ours("getline(long)", line, 200002);
+  free(line);
+  fclose(t);
 
-    /* open_memstream and friends allocate inside libc too. */
-    char *buf = NULL;
-    size_t size = 0;
-    FILE *m = open_memstream(&buf, &size);
-    REQUIRE(m != NULL, "open_memstream");
-    for (int i = 0; i < 10000; i++)
-        fprintf(m, "%d,", i);
-    fclose(m);
-    ours("open_memstream", buf, size + 1);
-    free(buf);
+  /* open_memstream and friends allocate inside libc too. */
+  char *buf = NULL;
+  size_t size = 0;
+  FILE *m = open_memstream(&buf, &size);
+  REQUIRE(m != NULL, "open_memstream");
+  for (int i = 0; i < 10000; i++) fprintf(m, "%d,", i);
+  fclose(m);
+  ours("open_memstream", buf, size + 1);
+  free(buf);
 }
 
-int main(void)
-{
-    test_symbols();
-    test_standard_names();
-    test_libc_internal();
-    return check_finish("test_override");
+int main(void) {
+  test_symbols();
+  test_standard_names();
+  test_libc_internal();
+  return check_finish("test_override");
 }
