@@ -141,22 +141,11 @@ void *tess_calloc(size_t count, size_t size) {
 
 /* ------------------------------------------------------------------- free */
 
-static void free_slab_block(tess_page_t *d, tess_block_t *b) {
-  tess_heap_t *h = tessi_tls_heap;
-  if (atomic_load_explicit(&d->owner, memory_order_relaxed) == h) {
-    b->next = d->local_free;
-    d->local_free = b;
-    if (--d->state <= 0) tessi_heap_local_free_done(h, d);
-  } else {
-    tessi_heap_free_remote(d, b);
-  }
-}
-
 static TESS_NOINLINE void free_slow(void *p, const char *op) {
   if (p == NULL) return;
   block_info_t info = classify(p);
   switch (info.kind) {
-    case BLOCK_SLAB: free_slab_block(info.page, p); return;
+    case BLOCK_SLAB: tessi_heap_free_block(tessi_tls_heap, info.page, p); return;
     case BLOCK_LARGE: tessi_large_free(info.region, info.page); return;
     case BLOCK_HUGE: tessi_huge_free(p); return;
     case BLOCK_INVALID: tessi_report_invalid(op, p, info.why);

@@ -202,6 +202,16 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
   if (d->state == 0) slab_empty(h, d);
 }
 
+void tessi_heap_free_block(tess_heap_t *h, tess_page_t *d, tess_block_t *b) {
+  if (atomic_load_explicit(&d->owner, memory_order_relaxed) == h) {
+    b->next = d->local_free;
+    d->local_free = b;
+    if (--d->state <= 0) tessi_heap_local_free_done(h, d);
+  } else {
+    tessi_heap_free_remote(d, b);
+  }
+}
+
 static tess_page_t *slab_of_block(tess_block_t *b) {
   tess_region_t *r = tessi_region_of((uintptr_t)b);
   tess_page_t *d = &r->pages[((uintptr_t)b - r->base) >> TESS_PAGE_SHIFT];
@@ -213,14 +223,7 @@ static void process_delayed(tess_heap_t *h) {
   tess_block_t *b = atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire);
   while (b != NULL) {
     tess_block_t *next = b->next;
-    tess_page_t *d = slab_of_block(b);
-    if (atomic_load_explicit(&d->owner, memory_order_relaxed) == h) {
-      b->next = d->local_free;
-      d->local_free = b;
-      if (--d->state <= 0) tessi_heap_local_free_done(h, d);
-    } else {
-      tessi_heap_free_remote(d, b);
-    }
+    tessi_heap_free_block(h, slab_of_block(b), b);
     b = next;
   }
 }

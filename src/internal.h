@@ -191,6 +191,8 @@ void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls);
 void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d);
 /* A free by a thread that does not own slab d. */
 void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b);
+/* Free of block b of slab d by the thread holding heap h (owner or not). */
+void tessi_heap_free_block(tess_heap_t *h, tess_page_t *d, tess_block_t *b);
 tess_heap_t *tessi_heap_acquire(void);
 void tessi_heap_release(tess_heap_t *h);
 void tessi_heaps_fork_prepare(void);
