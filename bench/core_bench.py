@@ -43,7 +43,17 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, TypedDict
+
+try:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn
+    from rich.progress import Progress as RichProgress
+    from rich.progress import TaskID, TextColumn, TimeElapsedColumn
+except ImportError as _exc:
+    raise SystemExit("core_bench: needs the Python package rich "
+                     "(pip install rich; scripts/bench.sh installs it into "
+                     ".cache/venv)") from _exc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers as peers_mod  # noqa: E402  (bench/peers.py, beside this file)
@@ -126,6 +136,69 @@ class CallgrindResult:
 
 class BenchError(RuntimeError):
     """A benchmark program failed or printed something unexpected."""
+
+
+class MachineInfo(TypedDict):
+    """meta.json "machine"."""
+
+    nproc: int
+    cpu_count: Optional[int]
+    cpu_model: Optional[str]
+    mem_total: Optional[str]
+    kernel: str
+    os: Optional[str]
+    hostname: str
+
+
+class GitInfo(TypedDict):
+    """meta.json "git"."""
+
+    commit: Optional[str]
+    dirty: Optional[str]
+
+
+class AllocatorMeta(TypedDict):
+    """One entry of meta.json "allocators": the Allocator and its runtime."""
+
+    name: str
+    preload: Optional[str]
+    version: str
+    source: str
+    runtime: dict[str, str]  # bench_core --identify under its preload
+
+
+class Settings(TypedDict):
+    """meta.json "settings"."""
+
+    repeat: int
+    warmup_rounds: int
+    mixes: list[str]
+    iterations: dict[str, int]
+    seed: int
+    threads: int
+    reference: Optional[str]
+    callgrind_pairs: Optional[list[int]]
+    pair_warmup: int
+    pair_sizes: Optional[list[int]]
+    order: str
+
+
+class Meta(TypedDict):
+    """The contents of meta.json."""
+
+    command: str
+    wrapper_command: Optional[str]
+    cwd: str
+    started_utc: str
+    finished_utc: str
+    machine: MachineInfo
+    git: GitInfo
+    compiler: Optional[str]
+    valgrind: Optional[str]
+    allocators: list[AllocatorMeta]
+    skipped: list[str]
+    failures: list[str]
+    settings: Settings
 
 
 # ------------------------------------------------------------- locating
@@ -214,7 +287,7 @@ def identify(bench_core: Path, alloc: Allocator) -> dict[str, str]:
     if status != 0:
         raise BenchError(f"bench_core --identify failed ({status}): "
                          f"{err.strip()}")
-    info = {}
+    info: dict[str, str] = {}
     for line in out.splitlines():
         key, _, value = line.partition("=")
         info[key] = value
@@ -342,8 +415,9 @@ def measure_pairs(pair: Path, alloc: Allocator, size: int, n1: int, n2: int,
                   warmup: int, workdir: Path,
                   timeout: float) -> CallgrindResult:
     """Ir(N1) and Ir(N2), twice each, for one allocator and size."""
-    ir_n1, ir_n2 = [], []
-    lib = {}
+    ir_n1: list[int] = []
+    ir_n2: list[int] = []
+    lib: dict[int, int] = {}  # pair count -> Ir inside the allocator
     for n, store in ((n1, ir_n1), (n2, ir_n2), (n1, ir_n1), (n2, ir_n2)):
         total, per_object = run_callgrind(pair, alloc.preload, size, n,
                                           warmup, False, workdir, timeout)
@@ -369,70 +443,30 @@ def measure_baseline(pair: Path, size: int, n1: int, n2: int, warmup: int,
 
 
 class Progress:
-    """A progress bar: rich if installed, else tqdm, else plain lines."""
+    """The progress bar (rich, on stderr): one task counting every run."""
 
     def __init__(self, total: int) -> None:
-        self._total = total
-        self._done = 0
-        self._impl: Optional[object] = None
-        self._task = None
-        try:
-            from rich.progress import (BarColumn, MofNCompleteColumn,
-                                       Progress as RichProgress,
-                                       TextColumn, TimeElapsedColumn)
-            self._impl = RichProgress(
-                TextColumn("{task.description:<40}"), BarColumn(),
-                MofNCompleteColumn(), TimeElapsedColumn(),
-                console=_rich_console(), transient=False)
-            self._kind = "rich"
-        except ImportError:
-            try:
-                from tqdm import tqdm
-                self._impl = tqdm(total=total, file=sys.stderr, unit="run")
-                self._kind = "tqdm"
-            except ImportError:
-                self._kind = "plain"
+        self._bar = RichProgress(
+            TextColumn("{task.description:<40}"), BarColumn(),
+            MofNCompleteColumn(), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=False)
+        self._task: TaskID = self._bar.add_task("starting", total=total)
 
-    def __enter__(self) -> "Progress":
-        if self._kind == "rich":
-            self._impl.start()
-            self._task = self._impl.add_task("starting", total=self._total)
+    def __enter__(self) -> Progress:
+        self._bar.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._kind == "rich":
-            self._impl.stop()
-        elif self._kind == "tqdm":
-            self._impl.close()
+        self._bar.stop()
 
     def describe(self, text: str) -> None:
-        if self._kind == "rich":
-            self._impl.update(self._task, description=text)
-        elif self._kind == "tqdm":
-            self._impl.set_description(text)
+        self._bar.update(self._task, description=text)
 
     def advance(self) -> None:
-        self._done += 1
-        if self._kind == "rich":
-            self._impl.advance(self._task)
-        elif self._kind == "tqdm":
-            self._impl.update(1)
-        elif self._done % 10 == 0 or self._done == self._total:
-            print(f"  {self._done}/{self._total} runs", file=sys.stderr,
-                  flush=True)
+        self._bar.advance(self._task)
 
     def log(self, text: str) -> None:
-        if self._kind == "rich":
-            self._impl.console.print(text, markup=False, highlight=False)
-        elif self._kind == "tqdm":
-            self._impl.write(text, file=sys.stderr)
-        else:
-            print(text, file=sys.stderr, flush=True)
-
-
-def _rich_console() -> object:
-    from rich.console import Console
-    return Console(stderr=True)
+        self._bar.console.print(text, markup=False, highlight=False)
 
 
 def log(text: str) -> None:
@@ -543,20 +577,20 @@ def targets_section(runs: list[RunResult], cg: list[CallgrindResult],
 
     lines += ["| target | measured | verdict |", "|---|---|---|"]
     for r in [r for r in cg if r.allocator == TESSALLOC]:
-        ref = next((x for x in cg if x.allocator == reference
-                    and x.size == r.size), None)
-        ok = None if ref is None else r.per_pair <= ref.per_pair
-        shown = "" if ref is None else f" vs {ref.per_pair:.1f}"
+        ref_cg = next((x for x in cg if x.allocator == reference
+                       and x.size == r.size), None)
+        ok = None if ref_cg is None else r.per_pair <= ref_cg.per_pair
+        shown = "" if ref_cg is None else f" vs {ref_cg.per_pair:.1f}"
         lines.append(f"| Ir/pair malloc({r.size}) ≤ {reference} | "
                      f"{r.per_pair:.1f}{shown} | {verdict(ok)} |")
     for mix in MIXES:
         t = med(mix, TESSALLOC)
         if t is None:
             continue
-        ref = med(mix, reference)
-        ok = None if ref is None else t <= TIME_TARGET * ref
+        ref_t = med(mix, reference)
+        ok = None if ref_t is None else t <= TIME_TARGET * ref_t
         lines.append(f"| {mix}: elapsed ≤ {TIME_TARGET:.2f} × {reference} | "
-                     f"{fmt_ratio(t / ref if ref else None)} × | "
+                     f"{fmt_ratio(t / ref_t if ref_t else None)} × | "
                      f"{verdict(ok)} |")
         for other in ("glibc", "jemalloc"):
             o = med(mix, other)
@@ -580,7 +614,7 @@ def _first_line(cmd: Sequence[str]) -> Optional[str]:
     return text.splitlines()[0] if proc.returncode == 0 and text else None
 
 
-def machine_info() -> dict[str, object]:
+def machine_info() -> MachineInfo:
     """nproc, CPU model, memory, kernel, OS."""
     cpu_model = None
     mem_total = None
@@ -613,7 +647,7 @@ def machine_info() -> dict[str, object]:
     }
 
 
-def git_info() -> dict[str, Optional[str]]:
+def git_info() -> GitInfo:
     rev = _first_line(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
     dirty = None
     try:
@@ -834,24 +868,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     with (out / "runs.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        for r in runs:
-            w.writerow(dataclasses.asdict(r))
+        runs_csv = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        runs_csv.writeheader()
+        for run in runs:
+            runs_csv.writerow(dataclasses.asdict(run))
     with (out / "callgrind.csv").open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["allocator", "size", "n1", "n2", "ir_n1_a", "ir_n1_b",
-                    "ir_n2_a", "ir_n2_b", "ir_per_pair",
-                    "ir_per_pair_in_allocator", "stable"])
-        for r in cg_results:
-            w.writerow([r.allocator, r.size, r.n1, r.n2, *r.ir_n1, *r.ir_n2,
-                        f"{r.per_pair:.2f}", f"{r.lib_per_pair:.2f}",
-                        "yes" if r.stable else "no"])
+        cg_csv = csv.writer(fh)
+        cg_csv.writerow(["allocator", "size", "n1", "n2", "ir_n1_a", "ir_n1_b",
+                         "ir_n2_a", "ir_n2_b", "ir_per_pair",
+                         "ir_per_pair_in_allocator", "stable"])
+        for cgr in cg_results:
+            cg_csv.writerow([cgr.allocator, cgr.size, cgr.n1, cgr.n2,
+                             *cgr.ir_n1, *cgr.ir_n2,
+                             f"{cgr.per_pair:.2f}", f"{cgr.lib_per_pair:.2f}",
+                             "yes" if cgr.stable else "no"])
         for size, v in sorted(baseline.items()):
-            w.writerow(["(loop alone)", size, args.pairs[0], args.pairs[1],
-                        "", "", "", "", f"{v:.2f}", "", ""])
+            cg_csv.writerow(["(loop alone)", size, args.pairs[0],
+                             args.pairs[1], "", "", "", "", f"{v:.2f}", "",
+                             ""])
 
-    meta = {
+    meta: Meta = {
         "command": command,
         "wrapper_command": os.environ.get("TESSBENCH_COMMAND"),
         "cwd": os.getcwd(),
@@ -863,8 +899,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "valgrind": (_first_line(["valgrind", "--version"])
                      if do_callgrind else None),
         "allocators": [
-            {**dataclasses.asdict(a),
-             "runtime": runtime.get(a.name, {})} for a in allocs],
+            {"name": a.name, "preload": a.preload, "version": a.version,
+             "source": a.source, "runtime": runtime.get(a.name, {})}
+            for a in allocs],
         "skipped": skipped,
         "failures": failures,
         "settings": {
@@ -891,7 +928,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def summary_markdown(meta: dict, runs: list[RunResult],
+def summary_markdown(meta: Meta, runs: list[RunResult],
                      cg: list[CallgrindResult], baseline: dict[int, float],
                      allocs: list[Allocator], reference: Optional[str],
                      args: argparse.Namespace) -> list[str]:

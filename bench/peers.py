@@ -87,7 +87,7 @@ def _log(message: str) -> None:
 
 
 def _run(cmd: Sequence[str], check: bool = True,
-         env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess:
+         env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(cmd), check=check, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           env=env)
@@ -129,8 +129,13 @@ def glibc_peer() -> Peer:
     version: Optional[str] = None
     try:
         # "glibc 2.36", the same string as gnu_get_libc_version() gives.
-        version = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
-    except (ValueError, OSError, AttributeError, IndexError):
+        conf = os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError, AttributeError):
+        conf = None
+    words = conf.split() if conf is not None else []
+    if words:
+        version = words[-1]
+    else:
         proc = _run(["ldd", "--version"], check=False)
         first = proc.stdout.splitlines()[0] if proc.stdout else ""
         version = first.split()[-1] if first else None

@@ -4,7 +4,7 @@
 #   scripts/bench.sh [core_bench.py options...]
 #
 # 1. installs what is missing: valgrind, python3-venv (and cmake/gcc/make if
-#    absent) with apt-get; rich + tqdm into a venv at .cache/venv; the peer
+#    absent) with apt-get; rich into a venv at .cache/venv; the peer
 #    allocators via scripts/fetch_peers.sh (cached under .cache/peers);
 # 2. configures and builds the project in Release into build/ (the targets
 #    tessalloc, bench_core, pair, rusage_run);
@@ -59,8 +59,8 @@ if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -m pip --version >/dev/
   rm -rf "$venv"
   python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import rich, tqdm' 2>/dev/null; then
-  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet rich tqdm
+if ! "$venv/bin/python" -c 'import rich' 2>/dev/null; then
+  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet rich
 fi
 
 say "peer allocators"
