@@ -8,11 +8,11 @@
  * delayed list and the pool runs without locks or atomics. */
 #include "internal.h"
 
-#include <string.h>
-
-#define EMPTY_PAGE_INIT [0 ... TESS_DIRECT_SLOTS - 1] = &tessi_page_empty
+/* The heap of a thread that has none: every slab it points at is the empty
+ * page, so its fast paths fall through to the slow path, which acquires a
+ * real heap. */
 tess_heap_t tessi_heap_empty = {
-    .direct = {EMPTY_PAGE_INIT},
+    .direct = {[0 ... TESS_DIRECT_SLOTS - 1] = &tessi_page_empty},
     .current = {[0 ... TESS_CLASSES - 1] = &tessi_page_empty},
 };
 
@@ -21,8 +21,6 @@ __thread tess_heap_t *tessi_tls_heap = &tessi_heap_empty;
 static struct {
   tess_lock_t lock;
   tess_heap_t *idle; /* most recently released first: warmest */
-  tess_heap_t *all;
-  uint32_t count;
 } pool;
 
 /* ------------------------------------------------------------ bin lists */
@@ -170,7 +168,7 @@ void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
     if (TESS_UNLIKELY(old & TESS_REMOTE_NOTIFY)) {
       /* first free into a detached slab: take the flag and hand the block
        * to the owner, which re-attaches the slab when it frees it. Until
-       * then the block keeps the slab alive (used > 0). */
+       * then the block keeps the slab alive (its state counts it). */
       if (atomic_compare_exchange_weak_explicit(&d->remote, &old, 0, memory_order_acq_rel,
                                                 memory_order_relaxed)) {
         heap_delayed_push(atomic_load_explicit(&d->owner, memory_order_relaxed), b);
@@ -261,11 +259,6 @@ static tess_heap_t *heap_create(void) {
   for (unsigned i = 0; i < TESS_DIRECT_SLOTS; i++) h->direct[i] = &tessi_page_empty;
   for (unsigned c = 0; c < TESS_CLASSES; c++) h->current[c] = &tessi_page_empty;
   h->home = tessi_partition_for_heap();
-  tessi_lock(&pool.lock);
-  h->id = pool.count++;
-  h->next_all = pool.all;
-  pool.all = h;
-  tessi_unlock(&pool.lock);
   return h;
 }
 
@@ -277,7 +270,6 @@ tess_heap_t *tessi_heap_acquire(void) {
   if (h == NULL) h = heap_create();
   if (h == NULL) return NULL;
   h->next_idle = NULL;
-  h->in_use = true;
   tessi_tls_heap = h;
   return h;
 }
@@ -286,7 +278,6 @@ void tessi_heap_release(tess_heap_t *h) {
   process_delayed(h);
   tessi_purge_if_due();
   if (tessi_tls_heap == h) tessi_tls_heap = &tessi_heap_empty;
-  h->in_use = false;
   tessi_lock(&pool.lock);
   h->next_idle = pool.idle;
   pool.idle = h;
@@ -295,7 +286,8 @@ void tessi_heap_release(tess_heap_t *h) {
 
 void tessi_heaps_fork_prepare(void) { tessi_lock(&pool.lock); }
 void tessi_heaps_fork_parent(void) { tessi_unlock(&pool.lock); }
-/* The other threads' heaps stay marked in use in the child: their owners
- * were mid-operation when fork() copied them, so they are never handed out
- * again. Frees into their slabs still work (as remote frees). */
+/* The other threads' heaps are not in the pool, and stay out of it in the
+ * child: their owners may have been mid-operation when fork() copied them,
+ * so they are never handed out again. Frees into their slabs still work
+ * (as remote frees). */
 void tessi_heaps_fork_child(void) { tessi_lock_reset(&pool.lock); }

@@ -34,7 +34,6 @@ bool tessi_parse_size(const char *text, size_t *out);
 /* -------------------------------------------------------------- report */
 /* One line on stderr, then abort: "tessalloc: invalid <op> of 0x... (<why>)" */
 _Noreturn void tessi_report_invalid(const char *op, const void *ptr, const char *why);
-_Noreturn void tessi_fatal(const char *msg);
 void tessi_warn(const char *msg, const char *detail);
 
 /* ------------------------------------------------------------------ locks */
@@ -154,8 +153,6 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
 /* Grow an allocated span in place by taking `extra` pages right of it. */
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra);
-/* Decommit dirty spans that waited long enough (all of them if force). */
-void tessi_span_purge(tess_partition_t *p, bool force);
 /* Purge every partition that has spans overdue; one load when none is.
  * Called from allocation slow paths, so memory goes back even when no
  * span is freed later. */

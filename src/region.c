@@ -74,7 +74,6 @@ tess_region_t *tessi_region_init(uintptr_t start, size_t size, bool is_fixed, bo
   r->pages = (tess_page_t *)(start + header);
   r->page_count = page_count;
   r->is_fixed = is_fixed;
-  r->fresh_is_zero = is_zero;
   r->partition_count = partitions;
   /* one META span; its interior stays zero like any span's (touching a
    * descriptor per page would commit 1/64 of a large reservation) */

@@ -48,14 +48,6 @@ void tessi_report_invalid(const char *op, const void *ptr, const char *why) {
   tessi_plat_abort();
 }
 
-void tessi_fatal(const char *msg) {
-  line_t line = {.len = 0};
-  put(&line, "tessalloc: fatal: ");
-  put(&line, msg);
-  emit(&line);
-  tessi_plat_abort();
-}
-
 void tessi_warn(const char *msg, const char *detail) {
   line_t line = {.len = 0};
   put(&line, "tessalloc: ");

@@ -208,7 +208,7 @@ bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_
 /* Decommit dirty spans of at least decommit_min bytes that have waited
  * decommit_delay_ms. The madvise calls run without the lock; the spans are
  * parked as BUSY meanwhile so nobody allocates or merges them. */
-static void purge_locked(tess_partition_t *p, uint32_t now, bool force) {
+static void purge_locked(tess_partition_t *p, uint32_t now) {
   size_t min_pages = TESS_MAX((size_t)1, tessi_options.decommit_min >> TESS_PAGE_SHIFT);
   uint32_t delay = tessi_options.decommit_delay_ms;
   uint32_t next = 0;
@@ -219,7 +219,7 @@ static void purge_locked(tess_partition_t *p, uint32_t now, bool force) {
       after = d->next;
       if (!(d->flags & TESS_SPAN_DIRTY) || d->u.span.pages < min_pages) continue;
       uint32_t due = d->u.span.freed_at_ms + delay;
-      if (force || (int32_t)(now - due) >= 0) {
+      if ((int32_t)(now - due) >= 0) {
         bin_remove(p, d);
         d->kind = TESS_PAGE_BUSY;
         d->next = busy;
@@ -260,16 +260,9 @@ void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages) {
       schedule_purge(p, now + tessi_options.decommit_delay_ms);
     }
     if (p->next_purge_ms != 0 && (int32_t)(now - p->next_purge_ms) >= 0) {
-      purge_locked(p, now, false);
+      purge_locked(p, now);
     }
   }
-  tessi_unlock(&p->lock);
-}
-
-void tessi_span_purge(tess_partition_t *p, bool force) {
-  if (p->region->is_fixed) return;
-  tessi_lock(&p->lock);
-  purge_locked(p, tessi_plat_now_ms(), force);
   tessi_unlock(&p->lock);
 }
 
@@ -289,7 +282,7 @@ void tessi_purge_if_due(void) {
       tessi_lock(&p->lock);
       if (p->next_purge_ms != 0) {
         if ((int32_t)(now - p->next_purge_ms) >= 0)
-          purge_locked(p, now, false);
+          purge_locked(p, now);
         else
           schedule_purge(p, p->next_purge_ms);
       }

@@ -129,8 +129,7 @@ typedef struct tess_region_s {
   size_t size;        /* bytes from base, a multiple of the page size */
   tess_page_t *pages; /* descriptor of page i = pages[i] */
   size_t page_count;
-  bool is_fixed;      /* the user's memory: never decommitted or unmapped */
-  bool fresh_is_zero; /* pages never handed out are zero */
+  bool is_fixed; /* the user's memory: never decommitted or unmapped */
   uint32_t partition_count;
   _Atomic(uint32_t) next_partition;          /* round robin for new heaps */
   struct tess_region_s *_Atomic next_region; /* OS mode overflow regions */
@@ -154,9 +153,6 @@ typedef struct tess_heap_s {
   size_t empty_slab_pages;
   tess_partition_t *home;        /* where new spans come from */
   struct tess_heap_s *next_idle; /* pool link */
-  struct tess_heap_s *next_all;  /* list of every heap */
-  uint32_t id;
-  bool in_use;
 } tess_heap_t;
 
 /* ---------------------------------------------------------- size classes */
