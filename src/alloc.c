@@ -91,8 +91,7 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
       return p != NULL ? p : fail_nomem();
     }
   }
-  if (size + align < size) return fail_nomem();
-  if (is_huge(size + align)) {
+  if (is_huge(size + align)) { /* no overflow: both are <= PTRDIFF_MAX */
     p = tessi_huge_alloc(size, align);
   } else {
     tess_heap_t *h = heap_or_acquire();
