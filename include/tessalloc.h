@@ -54,8 +54,25 @@ TESS_API void *tess_pvalloc(size_t size) TESS_MALLOC_ATTR;
  * 0 for NULL. */
 TESS_API size_t tess_usable_size(const void *ptr);
 
-/* "tessalloc 0.1.0 (os mode, harden 0)" — for logs and benchmark metadata. */
+/* "tessalloc 0.1.0" — for logs and benchmark metadata. */
 TESS_API const char *tess_version_string(void);
+
+/* ---- fixed-heap mode ----
+ * Makes [start, end) the only memory tessalloc uses: every byte of its
+ * metadata is carved from inside it and no OS memory call (mmap, munmap,
+ * mremap, madvise, brk, sbrk) happens afterwards; allocations fail with
+ * ENOMEM when it is full. start and end need not be aligned; the range
+ * must hold at least 1 MiB. Must come before the first allocation of the
+ * process (with the preloaded library, set TESS_HEAP_SIZE instead).
+ * Returns 0, EINVAL for a range that is too small or inverted, or EBUSY
+ * when tessalloc is already initialized. */
+TESS_API int tess_init_region(void *start, void *end);
+
+/* Hands the calling thread's heap back to the pool now (its slabs stay
+ * warm for the next thread that takes it); the thread may allocate again
+ * later. Thread exit does this by itself; call it where a thread stops
+ * allocating for a long time, or at the end of an enclave call. */
+TESS_API void tess_thread_cleanup(void);
 
 #ifdef __cplusplus
 }
