@@ -299,3 +299,6 @@ const char *tess_version_string(void) { return TESS_VERSION_TEXT; }
 #if TESS_OVERRIDE
 #include "override.c"
 #endif
+#if TESS_OE
+#include "override_oe.c"
+#endif

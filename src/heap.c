@@ -18,11 +18,6 @@ tess_heap_t tessi_heap_empty = {
 
 __thread tess_heap_t *tessi_tls_heap = &tessi_heap_empty;
 
-static struct {
-  tess_lock_t lock;
-  tess_heap_t *idle; /* most recently released first: warmest */
-} pool;
-
 /* ------------------------------------------------------------ bin lists */
 
 static void slab_empty(tess_heap_t *h, tess_page_t *d);
@@ -226,6 +221,108 @@ static void process_delayed(tess_heap_t *h) {
   }
 }
 
+/* ---------------------------------------------------------- orphans */
+
+/* Fixed mode: slabs with live blocks that no heap owns. A heap whose
+ * thread is done (the end of an enclave call) leaves its partial slabs
+ * here, and any heap short of a slab of that class takes one back before
+ * it takes fresh pages. So a partial slab's free blocks serve every thread
+ * rather than wait for one heap to run again: long-lived objects left
+ * behind by many calls share slabs instead of each pinning one per heap.
+ * Frees into an orphan are remote frees (its owner is NULL); an orphan
+ * never has NOTIFY set, as only an owner detaches. Fuller slabs go first
+ * in line, so sparse ones age at the back, where every take checks one of
+ * them and returns it to its partition once it has emptied. */
+typedef struct orphan_list_s {
+  tess_lock_t lock;
+  tess_page_t *first, *last;
+} orphan_list_t;
+static orphan_list_t orphans[TESS_CLASSES];
+
+static void orphan_unlink_locked(orphan_list_t *list, tess_page_t *d) {
+  if (d->prev != NULL)
+    d->prev->next = d->next;
+  else
+    list->first = d->next;
+  if (d->next != NULL)
+    d->next->prev = d->prev;
+  else
+    list->last = d->prev;
+  d->next = d->prev = NULL;
+}
+
+/* d: out of every bin, collected, no bias, some block out. */
+static void orphan_push(tess_page_t *d) {
+  orphan_list_t *list = &orphans[d->size_class];
+  bool fuller = (uint32_t)d->state * 2 >= d->capacity;
+  atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
+  tessi_lock(&list->lock);
+  if (fuller || list->first == NULL) {
+    d->prev = NULL;
+    d->next = list->first;
+    if (list->first != NULL)
+      list->first->prev = d;
+    else
+      list->last = d;
+    list->first = d;
+  } else {
+    d->next = NULL;
+    d->prev = list->last;
+    list->last->next = d;
+    list->last = d;
+  }
+  tessi_unlock(&list->lock);
+}
+
+/* An orphan of class cls for h, collected (maybe empty), or NULL. Returns
+ * the oldest orphan to its partition first if it has emptied. */
+static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
+  orphan_list_t *list = &orphans[cls];
+  if (list->first == NULL) return NULL; /* a racy peek: a miss is harmless */
+  tess_page_t *oldest_empty = NULL;
+  tessi_lock(&list->lock);
+  tess_page_t *d = list->last;
+  if (d != NULL && d != list->first) {
+    tessi_slab_collect(d);
+    if (d->state == 0) {
+      orphan_unlink_locked(list, d);
+      oldest_empty = d;
+    }
+  }
+  d = list->first;
+  if (d != NULL) orphan_unlink_locked(list, d);
+  tessi_unlock(&list->lock);
+  if (oldest_empty != NULL) slab_release(oldest_empty);
+  if (d == NULL) return NULL;
+  atomic_store_explicit(&d->owner, h, memory_order_relaxed);
+  tessi_slab_collect(d);
+  return d;
+}
+
+/* Returns every orphan that has emptied to its partition. */
+static void orphans_sweep(void) {
+  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) {
+    orphan_list_t *list = &orphans[cls];
+    tess_page_t *empty = NULL;
+    tessi_lock(&list->lock);
+    for (tess_page_t *d = list->first, *next; d != NULL; d = next) {
+      next = d->next;
+      tessi_slab_collect(d);
+      if (d->state == 0) {
+        orphan_unlink_locked(list, d);
+        d->next = empty;
+        empty = d;
+      }
+    }
+    tessi_unlock(&list->lock);
+    while (empty != NULL) {
+      tess_page_t *next = empty->next;
+      slab_release(empty);
+      empty = next;
+    }
+  }
+}
+
 /* ---------------------------------------------------------------- malloc */
 
 static inline void *pop_block(tess_page_t *d) {
@@ -237,21 +334,135 @@ static inline void *pop_block(tess_page_t *d) {
 
 void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls) {
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) process_delayed(h);
+  bool reclaimed = false;
   tess_page_t *d;
+again:
   while ((d = h->bins[cls].first) != NULL) {
     if (tessi_slab_refill(tessi_region_of_page(d), d)) return pop_block(d);
     /* full: out of the bin, unless remote frees arrived meanwhile */
     if (tessi_slab_try_detach(d)) bin_remove(h, d);
   }
   tessi_purge_if_due();
+  d = orphan_take(h, cls);
+  if (d != NULL) {
+    bin_push_front(h, d);
+    goto again;
+  }
   d = slab_new(h, cls);
-  if (d == NULL) return NULL;
+  if (d == NULL) {
+    /* out of memory: take back what idle heaps hold, then try once more */
+    if (!reclaimed && tessi_heap_reclaim(h, cls)) {
+      reclaimed = true;
+      goto again;
+    }
+    return NULL;
+  }
   bin_push_front(h, d);
   tessi_slab_refill(tessi_region_of_page(d), d);
   return pop_block(d);
 }
 
+/* ----------------------------------------------------------- trimming */
+
+/* Gives back every slab of h that holds no live block, current slabs
+ * included, after collecting all frees made into them (empty ones go to the
+ * bounded cache, the rest to their partition); in fixed mode the slabs
+ * with live blocks become orphans. The caller has h to itself: h is its
+ * own heap, or one it took out of the pool. */
+static void heap_trim(tess_heap_t *h) {
+  bool orphan_partials = tessi_primary->is_fixed;
+  process_delayed(h);
+  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) {
+    for (tess_page_t *d = h->bins[cls].first, *next; d != NULL; d = next) {
+      next = d->next;
+      tessi_slab_collect(d);
+      int16_t bias = d == h->current[cls] ? 1 : 0;
+      if (d->state == bias) {
+        /* out of the bin (and its bias); empty, so cached or freed */
+        if (bias)
+          bin_remove(h, d);
+        else
+          slab_empty(h, d);
+      } else if (orphan_partials) {
+        bin_remove(h, d);
+        orphan_push(d);
+      }
+    }
+  }
+}
+
 /* ----------------------------------------------------------------- pool */
+
+static struct {
+  tess_lock_t lock;
+  tess_heap_t *warmest; /* released last */
+  tess_heap_t *coldest;
+  size_t length;
+  uint64_t releases;
+} pool;
+
+static void pool_push_locked(tess_heap_t *h, bool warm) {
+  h->prev_idle = warm ? NULL : pool.coldest;
+  h->next_idle = warm ? pool.warmest : NULL;
+  if (warm) {
+    if (pool.warmest != NULL)
+      pool.warmest->prev_idle = h;
+    else
+      pool.coldest = h;
+    pool.warmest = h;
+  } else {
+    if (pool.coldest != NULL)
+      pool.coldest->next_idle = h;
+    else
+      pool.warmest = h;
+    pool.coldest = h;
+  }
+  pool.length++;
+}
+
+static void pool_unlink_locked(tess_heap_t *h) {
+  if (h->prev_idle != NULL)
+    h->prev_idle->next_idle = h->next_idle;
+  else
+    pool.warmest = h->next_idle;
+  if (h->next_idle != NULL)
+    h->next_idle->prev_idle = h->prev_idle;
+  else
+    pool.coldest = h->prev_idle;
+  h->next_idle = h->prev_idle = NULL;
+  pool.length--;
+}
+
+static tess_heap_t *pool_take(bool warmest) {
+  tessi_lock(&pool.lock);
+  tess_heap_t *h = warmest ? pool.warmest : pool.coldest;
+  if (h != NULL) pool_unlink_locked(h);
+  tessi_unlock(&pool.lock);
+  return h;
+}
+
+bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
+  size_t before = tessi_footprint(NULL);
+  empty_cache_drain(self);
+  /* take every idle heap out while it is worked on, then put them back */
+  tess_heap_t *taken = NULL;
+  for (tess_heap_t *h; (h = pool_take(true)) != NULL;) {
+    heap_trim(h); /* in fixed mode its partial slabs become orphans */
+    empty_cache_drain(h);
+    h->next_idle = taken;
+    taken = h;
+  }
+  orphans_sweep();
+  bool has_orphan = cls < TESS_CLASSES && orphans[cls].first != NULL;
+  tessi_lock(&pool.lock);
+  while (taken != NULL) {
+    tess_heap_t *next = taken->next_idle;
+    pool_push_locked(taken, false);
+    taken = next;
+  }
+  tessi_unlock(&pool.lock);
+  return has_orphan || tessi_footprint(NULL) < before;
+}
 
 static tess_heap_t *heap_create(void) {
   tess_heap_t *h = tessi_meta_alloc(sizeof(tess_heap_t));
@@ -263,31 +474,58 @@ static tess_heap_t *heap_create(void) {
 }
 
 tess_heap_t *tessi_heap_acquire(void) {
-  tessi_lock(&pool.lock);
-  tess_heap_t *h = pool.idle;
-  if (h != NULL) pool.idle = h->next_idle;
-  tessi_unlock(&pool.lock);
+  tess_heap_t *h = pool_take(true);
   if (h == NULL) h = heap_create();
   if (h == NULL) return NULL;
-  h->next_idle = NULL;
   tessi_tls_heap = h;
   return h;
 }
 
+/* In a fixed region a heap gives back its empty slabs when its thread is
+ * done (the end of an enclave call), so idle heaps pin only slabs with
+ * live blocks; and each release trims the coldest idle heap once it has
+ * sat through a full turn of the pool, so frees that other threads made
+ * into its slabs meanwhile are not pinned for good either. */
 void tessi_heap_release(tess_heap_t *h) {
   process_delayed(h);
+  bool fixed = tessi_primary->is_fixed;
+  if (fixed) heap_trim(h);
   tessi_purge_if_due();
   if (tessi_tls_heap == h) tessi_tls_heap = &tessi_heap_empty;
   tessi_lock(&pool.lock);
-  h->next_idle = pool.idle;
-  pool.idle = h;
+  pool_push_locked(h, true);
+  h->idle_mark = ++pool.releases;
+  tess_heap_t *cold = pool.coldest;
+  if (fixed && cold != h && pool.releases - cold->idle_mark > pool.length) {
+    pool_unlink_locked(cold);
+  } else {
+    cold = NULL;
+  }
+  tessi_unlock(&pool.lock);
+  if (cold != NULL) {
+    heap_trim(cold);
+    tessi_lock(&pool.lock);
+    cold->idle_mark = pool.releases;
+    pool_push_locked(cold, false);
+    tessi_unlock(&pool.lock);
+  }
+}
+
+void tessi_heaps_fork_prepare(void) {
+  tessi_lock(&pool.lock);
+  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) tessi_lock(&orphans[cls].lock);
+}
+
+void tessi_heaps_fork_parent(void) {
+  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) tessi_unlock(&orphans[cls].lock);
   tessi_unlock(&pool.lock);
 }
 
-void tessi_heaps_fork_prepare(void) { tessi_lock(&pool.lock); }
-void tessi_heaps_fork_parent(void) { tessi_unlock(&pool.lock); }
 /* The other threads' heaps are not in the pool, and stay out of it in the
  * child: their owners may have been mid-operation when fork() copied them,
  * so they are never handed out again. Frees into their slabs still work
  * (as remote frees). */
-void tessi_heaps_fork_child(void) { tessi_lock_reset(&pool.lock); }
+void tessi_heaps_fork_child(void) {
+  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) tessi_lock_reset(&orphans[cls].lock);
+  tessi_lock_reset(&pool.lock);
+}

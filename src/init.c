@@ -1,30 +1,32 @@
-/* Process start-up, thread exit and fork.
+/* Start-up, thread exit and fork.
  *
- * Initialization happens on the first allocation or in the library
- * constructor, whichever comes first. Thread exit is seen through a
- * pthread key destructor, which hands the thread's heap back to the pool.
- * fork() is bracketed by handlers that hold every allocator lock, so the
- * child starts with consistent, unlocked state. */
+ * Three ways to start:
+ *   - OS mode (the default): on the first allocation, a large reservation
+ *     becomes the primary region; more are added as needed.
+ *   - emulated fixed mode (TESS_HEAP_SIZE=64M): on the first allocation,
+ *     one mapping of that size is reserved, and it is all there is.
+ *   - fixed mode: tess_init_region(start, end) / oe_allocator_init, before
+ *     the first allocation, hands over the only memory.
+ * Fixed regions get slab geometry and caches scaled to their size, so a
+ * small heap with many threads stays bounded (see docs/mechanisms/
+ * fixed-heap.md). Thread exit is seen through the platform's hook where
+ * there is one; fork() is bracketed by handlers that hold every allocator
+ * lock, so the child starts with consistent, unlocked state. */
 #include "internal.h"
+#include "tessalloc.h"
 
-#include <pthread.h>
+#include <errno.h>
 
 _Atomic(int) tessi_ready;
 static tess_lock_t init_lock;
-static pthread_key_t thread_key;
-static _Atomic(int) thread_key_ready;
 
 static void thread_exit(void *heap) {
-  /* the thread may allocate again in a later destructor: it then takes a
-   * heap anew and sets the key again, and this runs again */
-  tessi_heap_release(heap);
+  /* only the heap the thread holds: one it handed back early is in the
+   * pool, maybe in another thread's hands */
+  if (heap == tessi_tls_heap) tessi_heap_release(heap);
 }
 
-void tessi_thread_attach(tess_heap_t *h) {
-  if (atomic_load_explicit(&thread_key_ready, memory_order_acquire)) {
-    pthread_setspecific(thread_key, h);
-  }
-}
+void tessi_thread_attach(tess_heap_t *h) { tessi_plat_thread_watch(h); }
 
 static void fork_prepare(void) {
   tessi_heaps_fork_prepare();
@@ -44,34 +46,67 @@ static void fork_child(void) {
   tessi_heaps_fork_child();
 }
 
-static bool process_init(void) {
-  tessi_options_init();
-  tessi_sizeclass_init((size_t)64 << 10, TESS_SLAB_MAX_SIZE);
-  tess_region_t *r = tessi_region_add_os(tessi_options.reserve, (size_t)64 << 20);
-  if (r == NULL) return false;
+static void make_primary(tess_region_t *r) {
   tessi_primary = r;
   tessi_primary_pages = r->pages;
   tessi_primary_size = r->size;
   tessi_primary_base = r->base;
+}
+
+/* Geometry and caches for a fixed region of `size` bytes. Slabs stay
+ * short (4 KiB target, 4 blocks at least) so a class used by few objects
+ * pins little; blocks above the slab limit are page spans. The per-heap
+ * caches scale with the region, since every concurrent thread has one.
+ * Options set in the environment still win (read after this). */
+static void configure_fixed(size_t size) {
+  tessi_sizeclass_init(TESS_PAGE_SIZE, 4, 4096);
+  tessi_options.heap_cache = TESS_MIN(TESS_MAX(size / 1024, (size_t)16 << 10), (size_t)256 << 10);
+}
+
+static bool init_fixed_locked(uintptr_t start, size_t size, bool is_zero) {
+  configure_fixed(size);
+  tessi_options_init();
+  tess_region_t *r = tessi_region_add_fixed(start, size, is_zero);
+  if (r == NULL) return false;
+  make_primary(r);
   return true;
+}
+
+static bool init_os_locked(void) {
+  tessi_options_init();
+  if (tessi_options.heap_size != 0) {
+    /* emulated fixed mode: one reservation, then no OS memory call */
+    void *mem = tessi_plat_reserve(tessi_options.heap_size, TESS_PAGE_SIZE);
+    return mem != NULL && init_fixed_locked((uintptr_t)mem, tessi_options.heap_size, true);
+  }
+  tessi_sizeclass_init((size_t)64 << 10, 8, TESS_SLAB_MAX_SIZE);
+  tess_region_t *r = tessi_region_add_os(tessi_options.reserve, (size_t)64 << 20);
+  if (r == NULL) return false;
+  make_primary(r);
+  return true;
+}
+
+/* Marks the process ready; called with init_lock held, releases it. */
+static void finish_init(void) {
+  tessi_plat_thread_exit_init(thread_exit);
+  atomic_store_explicit(&tessi_ready, 1, memory_order_release);
+  tessi_unlock(&init_lock);
+  /* may allocate (now served by us), so only once we are ready */
+  tessi_plat_fork_hooks(fork_prepare, fork_parent, fork_child);
 }
 
 static TESS_COLD bool init_slow(void) {
   tessi_lock(&init_lock);
-  bool ok = atomic_load_explicit(&tessi_ready, memory_order_relaxed) || process_init();
-  if (ok && !atomic_load_explicit(&tessi_ready, memory_order_relaxed)) {
-    /* glibc's pthread_key_create does not allocate */
-    if (pthread_key_create(&thread_key, thread_exit) == 0) {
-      atomic_store_explicit(&thread_key_ready, 1, memory_order_release);
-    }
-    atomic_store_explicit(&tessi_ready, 1, memory_order_release);
+  if (atomic_load_explicit(&tessi_ready, memory_order_relaxed)) {
     tessi_unlock(&init_lock);
-    /* may allocate (now served by us), so only once we are ready */
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
     return true;
   }
-  tessi_unlock(&init_lock);
-  return ok;
+  if (!init_os_locked()) {
+    tessi_unlock(&init_lock);
+    return false;
+  }
+  finish_init();
+  return true;
 }
 
 bool tessi_ensure_init(void) {
@@ -79,4 +114,25 @@ bool tessi_ensure_init(void) {
   return init_slow();
 }
 
-__attribute__((constructor)) static void tess_constructor(void) { tessi_ensure_init(); }
+int tess_init_region(void *start, void *end) {
+  if (start == NULL || end == NULL || (uintptr_t)end <= (uintptr_t)start) return EINVAL;
+  tessi_lock(&init_lock);
+  if (atomic_load_explicit(&tessi_ready, memory_order_relaxed)) {
+    tessi_unlock(&init_lock);
+    return EBUSY;
+  }
+  size_t size = (uintptr_t)end - (uintptr_t)start;
+  if (size < ((size_t)1 << 20) || !init_fixed_locked((uintptr_t)start, size, false)) {
+    tessi_unlock(&init_lock);
+    return EINVAL;
+  }
+  finish_init();
+  return 0;
+}
+
+void tess_thread_cleanup(void) {
+  tess_heap_t *h = tessi_tls_heap;
+  if (h == &tessi_heap_empty) return;
+  tessi_plat_thread_watch(NULL); /* nothing left to release at exit */
+  tessi_heap_release(h);
+}

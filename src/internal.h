@@ -55,7 +55,9 @@ static inline void tessi_lock_reset(tess_lock_t *lock) {
 extern tess_class_info_t tessi_classes[TESS_CLASSES];
 extern size_t tessi_slab_limit; /* largest size served from slabs */
 
-void tessi_sizeclass_init(size_t slab_target_bytes, size_t slab_limit);
+/* Slabs of at least slab_target_bytes and min_blocks blocks; sizes above
+ * slab_limit are page spans. */
+void tessi_sizeclass_init(size_t slab_target_bytes, uint32_t min_blocks, size_t slab_limit);
 
 static inline unsigned tessi_class_of(size_t n) {
   if (n <= 128) return n <= 16 ? 0 : (unsigned)((n - 1) >> 4);
@@ -85,10 +87,10 @@ extern tess_region_t *tessi_primary;
 
 /* Region holding address a (primary or overflow), or NULL. */
 tess_region_t *tessi_region_of(uintptr_t a);
-/* Lay a region over [start, start+size) (page-aligned): header, descriptors,
- * partitions. NULL when too small. */
-tess_region_t *tessi_region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero,
-                                 unsigned partitions);
+/* The one region of fixed mode: [start, start+size), any alignment (the
+ * page-aligned part is used). is_zero: it is known to read as zero. NULL
+ * when too small. */
+tess_region_t *tessi_region_add_fixed(uintptr_t start, size_t size, bool is_zero);
 /* OS mode: reserve a new region of `want` bytes, or less down to `need`
  * when the OS refuses, and link it. */
 tess_region_t *tessi_region_add_os(size_t want, size_t need);
@@ -143,6 +145,12 @@ static inline uintptr_t tessi_page_addr(const tess_region_t *r, const tess_page_
 }
 
 /* ---------------------------------------------------------------- spans */
+/* Footprint: pages handed out of the partitions, plus region headers.
+ * tessi_span_account adds (or, negative, removes) pages; tessi_footprint
+ * answers bytes now and, in *peak, the most ever. */
+void tessi_span_account(ptrdiff_t pages);
+size_t tessi_footprint(size_t *peak);
+
 /* A new partition: all of its pages become one free span. */
 void tessi_span_init_partition(tess_partition_t *p, bool is_zero);
 /* Pages from one partition, aligned to align_pages (power of two), the
@@ -168,6 +176,9 @@ void tessi_pages_free(tess_page_t *head, size_t pages);
 extern tess_page_t tessi_page_empty; /* sentinel: a slab with nothing free */
 
 void tessi_slab_format(tess_page_t *d, unsigned cls, tess_heap_t *owner);
+/* Moves the owner's and other threads' frees onto d->free (counting the
+ * latter back in). */
+void tessi_slab_collect(tess_page_t *d);
 /* Makes d->free non-empty if the slab has any block left: collects local
  * and remote frees, carves fresh blocks. Returns whether d->free != NULL. */
 bool tessi_slab_refill(tess_region_t *r, tess_page_t *d);
@@ -190,6 +201,11 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d);
 void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b);
 /* Free of block b of slab d by the thread holding heap h (owner or not). */
 void tessi_heap_free_block(tess_heap_t *h, tess_page_t *d, tess_block_t *b);
+/* The region is out of memory: trims every idle heap in the pool (collects
+ * their frees, returns their empty slabs and caches) and moves their
+ * partial slabs of class cls to self (cls = TESS_CLASSES: none). True if it
+ * freed or moved anything. */
+bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
 tess_heap_t *tessi_heap_acquire(void);
 void tessi_heap_release(tess_heap_t *h);
 void tessi_heaps_fork_prepare(void);

@@ -14,6 +14,9 @@ void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero) {
   bool is_zero;
   tess_partition_t *from;
   tess_page_t *d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
+  if (d == NULL && tessi_heap_reclaim(h, TESS_CLASSES)) {
+    d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
+  }
   if (d == NULL) return NULL;
   void *p = (void *)tessi_page_addr(from->region, d);
   if (zero && !is_zero) memset(p, 0, size);

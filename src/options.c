@@ -11,6 +11,7 @@ tess_options_t tessi_options = {
     .huge_threshold = (size_t)16 << 20,
     .heap_cache = 512 * 1024,
     .partitions = 0,
+    .heap_size = 0,
 };
 
 bool tessi_parse_size(const char *text, size_t *out) {
@@ -77,4 +78,5 @@ void tessi_options_init(void) {
   value = tessi_options.partitions;
   read_size("TESS_PARTITIONS", &value, 0, TESS_MAX_PARTITIONS);
   tessi_options.partitions = (uint32_t)value;
+  read_size("TESS_HEAP_SIZE", &tessi_options.heap_size, (size_t)1 << 20, (size_t)1 << 42);
 }

@@ -44,8 +44,18 @@ _Noreturn void tessi_plat_abort(void);
 /* Value of an environment variable, or NULL; must not allocate. */
 const char *tessi_plat_getenv(const char *name);
 
-/* Number of processors online (>= 1). */
+/* Number of processors online (>= 1); 0 when unknown. */
 unsigned tessi_plat_cpu_count(void);
+
+/* Thread exit: once, at start-up, name the function to run when a thread
+ * that called tessi_plat_thread_watch(arg) exits; it gets that arg. False
+ * when the platform cannot tell (fixed platforms: the embedder ends threads
+ * with tess_thread_cleanup / oe_allocator_thread_cleanup instead). */
+bool tessi_plat_thread_exit_init(void (*on_exit)(void *arg));
+void tessi_plat_thread_watch(void *arg);
+
+/* Run these around fork() (no-op where there is no fork). */
+void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
 #pragma GCC visibility pop
 

@@ -2,7 +2,9 @@
 #include "platform.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,4 +90,26 @@ const char *tessi_plat_getenv(const char *name) {
 unsigned tessi_plat_cpu_count(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (unsigned)n : 1u;
+}
+
+static pthread_key_t thread_key;
+static _Atomic(int) thread_key_ready;
+
+bool tessi_plat_thread_exit_init(void (*on_exit)(void *arg)) {
+  /* glibc's pthread_key_create does not allocate */
+  if (pthread_key_create(&thread_key, on_exit) != 0) return false;
+  atomic_store_explicit(&thread_key_ready, 1, memory_order_release);
+  return true;
+}
+
+void tessi_plat_thread_watch(void *arg) {
+  /* a thread may allocate again in a later destructor: setting the key
+   * again makes glibc run on_exit again (up to four rounds) */
+  if (atomic_load_explicit(&thread_key_ready, memory_order_acquire)) {
+    pthread_setspecific(thread_key, arg);
+  }
+}
+
+void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+  pthread_atfork(prepare, parent, child);
 }

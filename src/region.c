@@ -54,12 +54,23 @@ static void link_region(tess_region_t *r) {
   tessi_unlock(&region_lock);
 }
 
-tess_region_t *tessi_region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero,
-                                 unsigned partitions) {
+/* Partitions for a region: TESS_PARTITIONS, else one per CPU (8 where the
+ * platform cannot count them), but none smaller than 16 MiB: a smaller one
+ * would fragment more than it saves in locking. */
+static unsigned default_partitions(size_t size) {
+  unsigned n = tessi_options.partitions;
+  if (n == 0) n = tessi_plat_cpu_count();
+  if (n == 0) n = 8;
+  while (n > 1 && size / n < ((size_t)16 << 20)) n--;
+  return TESS_MIN(n, (unsigned)TESS_MAX_PARTITIONS);
+}
+
+/* Lays a region over [start, start+size) (page-aligned): header,
+ * descriptors, partitions. NULL when it is too small to hold them. */
+static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero) {
   size_t page_count = size >> TESS_PAGE_SHIFT;
   if (page_count > UINT32_MAX) page_count = UINT32_MAX;
-  if (partitions < 1) partitions = 1;
-  if (partitions > TESS_MAX_PARTITIONS) partitions = TESS_MAX_PARTITIONS;
+  unsigned partitions = default_partitions(page_count << TESS_PAGE_SHIFT);
   size_t header = offsetof(tess_region_t, partitions) + partitions * sizeof(tess_partition_t);
   header = tessi_align_up(header, sizeof(tess_page_t));
   size_t meta_pages =
@@ -89,14 +100,20 @@ tess_region_t *tessi_region_init(uintptr_t start, size_t size, bool is_fixed, bo
     p->end_page = i + 1 == partitions ? (uint32_t)page_count : p->first_page + each;
     tessi_span_init_partition(p, is_zero);
   }
+  /* in a fixed region the header and descriptors take real memory from
+   * the heap; in OS mode they are address space, touched in proportion to
+   * the pages in use */
+  if (is_fixed) tessi_span_account((ptrdiff_t)meta_pages);
   return r;
 }
 
-static unsigned default_partitions(size_t size) {
-  unsigned n = tessi_options.partitions ? tessi_options.partitions : tessi_plat_cpu_count();
-  /* a partition below 16 MiB would fragment more than it saves in locking */
-  while (n > 1 && size / n < ((size_t)16 << 20)) n--;
-  return TESS_MIN(n, (unsigned)TESS_MAX_PARTITIONS);
+tess_region_t *tessi_region_add_fixed(uintptr_t start, size_t size, bool is_zero) {
+  uintptr_t base = tessi_align_up(start, TESS_PAGE_SIZE);
+  if (base < start || size < base - start) return NULL;
+  size = (size - (base - start)) & ~(TESS_PAGE_SIZE - 1);
+  tess_region_t *r = region_init(base, size, true, is_zero);
+  if (r != NULL) link_region(r);
+  return r;
 }
 
 tess_region_t *tessi_region_add_os(size_t want, size_t need) {
@@ -107,8 +124,7 @@ tess_region_t *tessi_region_add_os(size_t want, size_t need) {
   for (;;) {
     void *mem = tessi_plat_reserve(want, TESS_PAGE_SIZE);
     if (mem != NULL) {
-      tess_region_t *r =
-          tessi_region_init((uintptr_t)mem, want, false, true, default_partitions(want));
+      tess_region_t *r = region_init((uintptr_t)mem, want, false, true);
       if (r == NULL) {
         tessi_plat_release(mem, want);
         return NULL;

@@ -19,33 +19,36 @@ static uint32_t class_size(unsigned cls) {
 }
 
 /* Pages for a slab of `size` blocks: at least `target` bytes and
- * `min_blocks` blocks, then the page count (up to 25% more) that wastes the
- * smallest fraction of the slab on the unusable tail. */
+ * `min_blocks` blocks; then the fewest pages (up to two or a quarter more)
+ * that leave at most 1/8 of the slab as an unusable tail, or failing that
+ * the fewest with the smallest tail. */
 static uint32_t slab_pages_for(uint32_t size, size_t target, uint32_t min_blocks) {
   size_t want = TESS_MAX(target, (size_t)size * min_blocks);
   size_t pages = TESS_MAX((size_t)1, (want + TESS_PAGE_SIZE - 1) / TESS_PAGE_SIZE);
   pages = TESS_MIN(pages, (size_t)TESS_SLAB_MAX_PAGES);
-  size_t best = pages;
-  double best_waste = 1.0;
-  for (size_t p = pages; p <= TESS_MIN(pages + pages / 4, (size_t)TESS_SLAB_MAX_PAGES); p++) {
+  size_t last = TESS_MIN(pages + TESS_MAX((size_t)2, pages / 4), (size_t)TESS_SLAB_MAX_PAGES);
+  size_t best = pages, best_tail = SIZE_MAX;
+  for (size_t p = pages; p <= last; p++) {
     size_t bytes = p * TESS_PAGE_SIZE;
     if (bytes / size > UINT16_MAX) break;
-    double waste = (double)(bytes % size) / (double)bytes;
-    if (waste < best_waste - 1e-9) {
-      best_waste = waste;
+    size_t tail = bytes % size;
+    if (tail * 8 <= bytes) return (uint32_t)p;
+    /* compare tails as fractions of their slabs */
+    if (best_tail == SIZE_MAX || tail * (best * TESS_PAGE_SIZE) < best_tail * bytes) {
       best = p;
+      best_tail = tail;
     }
   }
   return (uint32_t)best;
 }
 
-void tessi_sizeclass_init(size_t slab_target_bytes, size_t slab_limit) {
+void tessi_sizeclass_init(size_t slab_target_bytes, uint32_t min_blocks, size_t slab_limit) {
   tessi_slab_limit = TESS_MIN(slab_limit, (size_t)TESS_SLAB_MAX_SIZE);
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
     tess_class_info_t *info = &tessi_classes[c];
     uint32_t size = class_size(c);
     info->block_size = size;
-    info->slab_pages = slab_pages_for(size, slab_target_bytes, 8);
+    info->slab_pages = slab_pages_for(size, slab_target_bytes, min_blocks);
     info->slab_blocks = (uint32_t)(info->slab_pages * TESS_PAGE_SIZE / size);
     /* carve about a page at a time: RSS grows with use, not with slab size */
     info->extend_blocks = TESS_MAX(1u, (uint32_t)(TESS_PAGE_SIZE / size));

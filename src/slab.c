@@ -46,26 +46,39 @@ static void slab_extend(tess_region_t *r, tess_page_t *d) {
   d->capacity = (uint16_t)(d->capacity + count);
 }
 
+/* Puts the chain first..(its end) in front of d->free; returns its length. */
+static uint32_t prepend_chain(tess_page_t *d, tess_block_t *first) {
+  uint32_t count = 1;
+  tess_block_t *last = first;
+  while (last->next != NULL) {
+    last = last->next;
+    count++;
+  }
+  last->next = d->free;
+  d->free = first;
+  return count;
+}
+
+void tessi_slab_collect(tess_page_t *d) {
+  if (d->local_free != NULL) {
+    prepend_chain(d, d->local_free);
+    d->local_free = NULL;
+  }
+  if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
+    uintptr_t remote = atomic_exchange_explicit(&d->remote, 0, memory_order_acquire);
+    tess_block_t *list = (tess_block_t *)(remote & ~TESS_REMOTE_NOTIFY);
+    /* remote frees were counted out until now */
+    if (list != NULL) d->state = (int16_t)(d->state - (int16_t)prepend_chain(d, list));
+  }
+}
+
 bool tessi_slab_refill(tess_region_t *r, tess_page_t *d) {
   if (d->free != NULL) return true;
-  d->free = d->local_free;
-  d->local_free = NULL;
-  uintptr_t remote = atomic_load_explicit(&d->remote, memory_order_relaxed);
-  if (remote != 0) {
-    remote = atomic_exchange_explicit(&d->remote, 0, memory_order_acquire);
-    tess_block_t *list = (tess_block_t *)(remote & ~TESS_REMOTE_NOTIFY);
-    if (list != NULL) {
-      uint32_t count = 1;
-      tess_block_t *last = list;
-      while (last->next != NULL) {
-        last = last->next;
-        count++;
-      }
-      last->next = d->free;
-      d->free = list;
-      d->state = (int16_t)(d->state - (int16_t)count);
-    }
+  if (d->local_free != NULL) { /* the common case: no walk needed */
+    d->free = d->local_free;
+    d->local_free = NULL;
   }
+  tessi_slab_collect(d);
   /* reuse what was freed before touching fresh memory */
   if (d->free == NULL) slab_extend(r, d);
   return d->free != NULL;

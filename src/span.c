@@ -68,6 +68,28 @@ static inline uint16_t merge_flags(uint16_t a, uint16_t b) {
 
 static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0 ? a : b; }
 
+/* Pages handed out of all partitions (and region headers): the
+ * footprint. Updated with one atomic add per span operation. */
+static _Atomic(size_t) used_pages;
+static _Atomic(size_t) peak_pages;
+
+void tessi_span_account(ptrdiff_t pages) {
+  size_t now =
+      atomic_fetch_add_explicit(&used_pages, (size_t)pages, memory_order_relaxed) + (size_t)pages;
+  if (pages <= 0) return;
+  size_t peak = atomic_load_explicit(&peak_pages, memory_order_relaxed);
+  while (now > peak && !atomic_compare_exchange_weak_explicit(
+                           &peak_pages, &peak, now, memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+size_t tessi_footprint(size_t *peak) {
+  if (peak != NULL) {
+    *peak = atomic_load_explicit(&peak_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
+  }
+  return atomic_load_explicit(&used_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
+}
+
 /* Earliest time any partition has a purge due (0: none), so slow paths
  * elsewhere can check in one load whether purging is overdue. */
 static _Atomic(uint32_t) purge_due_ms;
@@ -179,6 +201,7 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
   head[lead].u.span.pages = (uint32_t)pages;
   p->free_pages -= pages;
   tessi_unlock(&p->lock);
+  tessi_span_account((ptrdiff_t)pages);
   *is_zero = (flags & TESS_SPAN_ZERO) != 0;
   return head + lead;
 }
@@ -202,6 +225,7 @@ bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_
     p->free_pages -= extra;
   }
   tessi_unlock(&p->lock);
+  if (ok) tessi_span_account((ptrdiff_t)extra);
   return ok;
 }
 
@@ -249,8 +273,9 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
 }
 
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages) {
+  tessi_span_account(-(ptrdiff_t)pages);
   tessi_lock(&p->lock);
-  uint32_t now = tessi_plat_now_ms();
+  uint32_t now = p->region->is_fixed ? 0 : tessi_plat_now_ms();
   clear_desc(head);
   tess_page_t *merged = coalesce_insert(p, head, pages, TESS_SPAN_DIRTY, now);
   p->free_pages += pages;

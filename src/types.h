@@ -152,7 +152,9 @@ typedef struct tess_heap_s {
   tess_page_t *empty_slabs;        /* cached empty slabs (any class) */
   size_t empty_slab_pages;
   tess_partition_t *home;        /* where new spans come from */
-  struct tess_heap_s *next_idle; /* pool link */
+  struct tess_heap_s *next_idle; /* pool links: next is colder */
+  struct tess_heap_s *prev_idle;
+  uint64_t idle_mark; /* pool release count when last released or trimmed */
 } tess_heap_t;
 
 /* ---------------------------------------------------------- size classes */
@@ -182,6 +184,8 @@ typedef struct tess_options_s {
   size_t huge_threshold;      /* TESS_HUGE_THRESHOLD: own mapping from here */
   size_t heap_cache;          /* TESS_HEAP_CACHE: empty-slab bytes kept per heap */
   uint32_t partitions;        /* TESS_PARTITIONS: 0 = automatic */
+  size_t heap_size;           /* TESS_HEAP_SIZE: run in one fixed region of this
+                                 size (0: OS mode) */
 } tess_options_t;
 
 #endif /* TESS_TYPES_H */

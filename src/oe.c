@@ -1,0 +1,37 @@
+/* The rest of Open Enclave's pluggable-allocator interface: lifecycle and
+ * mallinfo (the malloc family is override_oe.c). Nothing here logs, waits
+ * on the OS or leaves the enclave.
+ *
+ * OE calls oe_allocator_thread_init when an enclave call begins and
+ * oe_allocator_thread_cleanup when it ends, after the thread-exit
+ * destructors (which may still free). A heap is taken from the pool on the
+ * call's first allocation, not at thread_init, so calls that do not
+ * allocate hold none; cleanup hands it back warm for the next call, on any
+ * host thread. Frees after cleanup (late destructors) are served as frees
+ * from a thread without a heap. */
+#include "internal.h"
+#include "tessalloc.h"
+#include "tessalloc_oe.h"
+
+void oe_allocator_init(void *heap_start_address, void *heap_end_address) {
+  /* a failure leaves tessalloc uninitialized: every allocation then fails,
+   * which is all OE could be told anyway */
+  (void)tess_init_region(heap_start_address, heap_end_address);
+}
+
+void oe_allocator_cleanup(void) {}
+
+void oe_allocator_thread_init(void) {}
+
+void oe_allocator_thread_cleanup(void) { tess_thread_cleanup(); }
+
+oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
+  if (info == NULL || !atomic_load_explicit(&tessi_ready, memory_order_acquire)) {
+    return OE_FAILURE;
+  }
+  size_t peak;
+  info->current_allocated_heap_size = tessi_footprint(&peak);
+  info->peak_allocated_heap_size = peak;
+  info->max_total_heap_size = tessi_primary->size;
+  return OE_OK;
+}

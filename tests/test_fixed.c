@@ -1,0 +1,327 @@
+/* Fixed-heap mode: tess_init_region makes one range the only memory.
+ *
+ * Each scenario runs in a forked child (a region can be given only once per
+ * process); the parent checks the exit status.
+ *
+ *   integrity    the region starts and ends unaligned inside a larger
+ *                mapping filled with a pattern; a multi-threaded workload
+ *                (all sizes, aligned, calloc, realloc, cross-thread frees)
+ *                returns only pointers inside the region and never writes
+ *                outside it; afterwards the whole region is usable again
+ *   exhaustion   allocate until NULL (ENOMEM), free everything, allocate
+ *                again: within 1% of the first total; in 1 MiB and 64 MiB
+ *                regions, with small and with page-span sizes
+ *   churn        10^5 "enclave calls" over 20 host threads in 64 MiB: each
+ *                takes a burst of blocks, keeps some in a shared pool that
+ *                other calls free (live bytes stay under 24 MiB), and ends
+ *                with tess_thread_cleanup; no allocation may fail
+ *   errors       tess_init_region's answers: EINVAL for a range too small
+ *                or inverted, EBUSY once initialized
+ *
+ * Usage: test_fixed [scenario] [churn-calls]
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pattern.h"
+#include "tessalloc.h"
+
+#define MiB ((size_t)1 << 20)
+#define GUARD ((size_t)64 << 10)
+#define FILL 0x5A
+
+static char *region_start, *region_end;
+static long churn_calls = 100000;
+
+/* A mapping of `size` bytes plus guards, all filled; the region given to
+ * tessalloc (`size` bytes) is unaligned at both ends. */
+static void init_region(size_t size) {
+  char *map = mmap(NULL, size + 2 * GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  REQUIRE(map != MAP_FAILED, "mmap of %zu bytes", size);
+  memset(map, FILL, size + 2 * GUARD);
+  region_start = map + GUARD - 13;
+  region_end = region_start + size;
+  int rc = tess_init_region(region_start, region_end);
+  REQUIRE(rc == 0, "tess_init_region: %d", rc);
+}
+
+static bool inside(const void *p, size_t size) {
+  return (const char *)p >= region_start && (const char *)p + size <= region_end;
+}
+
+static void check_guards(void) {
+  const unsigned char *lo = (const unsigned char *)region_start - (GUARD - 13);
+  for (size_t i = 0; i < GUARD - 13; i++) {
+    REQUIRE(lo[i] == FILL, "byte %zu before the region was written", GUARD - 13 - i);
+  }
+  const unsigned char *hi = (const unsigned char *)region_end;
+  for (size_t i = 0; i < GUARD + 13; i++) {
+    REQUIRE(hi[i] == FILL, "byte %zu after the region was written", i);
+  }
+}
+
+/* Allocates blocks of sizes from `next_size` until NULL; returns the bytes
+ * obtained and leaves the blocks in *blocks (freed by free_all). */
+typedef struct block_list_s {
+  void **ptr;
+  size_t count, capacity;
+} block_list_t;
+
+static size_t fill_up(block_list_t *list, size_t (*next_size)(size_t i)) {
+  size_t total = 0;
+  for (size_t i = 0;; i++) {
+    size_t size = next_size(i);
+    errno = 0;
+    void *p = tess_malloc(size);
+    if (p == NULL) {
+      CHECK(errno == ENOMEM, "malloc(%zu) failed with errno %d, not ENOMEM", size, errno);
+      return total;
+    }
+    REQUIRE(inside(p, size), "block %p of %zu bytes outside the region", p, size);
+    if (list->count == list->capacity) {
+      list->capacity = list->capacity ? 2 * list->capacity : 4096;
+      list->ptr = realloc(list->ptr, list->capacity * sizeof(void *)); /* glibc's */
+      REQUIRE(list->ptr != NULL, "test bookkeeping");
+    }
+    memset(p, (int)(i & 0xff), size < 64 ? size : 64);
+    list->ptr[list->count++] = p;
+    total += size;
+  }
+}
+
+static void free_all(block_list_t *list) {
+  for (size_t i = 0; i < list->count; i++) tess_free(list->ptr[i]);
+  list->count = 0;
+}
+
+static size_t small_sizes(size_t i) { return 1 + (i * 7919) % 3000; }
+static size_t page_sizes(size_t i) { return 5000 + (i * 104729) % 60000; }
+static size_t mixed_sizes(size_t i) { return i % 5 == 4 ? page_sizes(i) : small_sizes(i); }
+
+/* ------------------------------------------------------------- integrity */
+
+typedef struct worker_s {
+  pthread_t thread;
+  uint64_t seed;
+  _Atomic(void *) *exchange; /* blocks handed to the next worker */
+  size_t slots;
+} worker_t;
+
+static void *integrity_worker(void *arg) {
+  worker_t *w = arg;
+  uint64_t rng = w->seed;
+  for (int round = 0; round < 20000; round++) {
+    uint64_t r = rng_next(&rng);
+    size_t size = r % 16 == 0 ? r % (512 << 10) : r % 2048;
+    void *p;
+    switch (r >> 60) {
+      case 0: p = tess_calloc(1, size); break;
+      case 1: p = tess_aligned_alloc((size_t)64 << (r % 8), size); break;
+      default: p = tess_malloc(size); break;
+    }
+    if (p == NULL) continue; /* the region may be full for a moment */
+    REQUIRE(inside(p, size), "block %p of %zu bytes outside the region", p, size);
+    pat_fill(p, size, (uintptr_t)p);
+    if (r % 7 == 0) {
+      void *q = tess_realloc(p, size * 2 + 1);
+      if (q != NULL) {
+        REQUIRE(inside(q, size * 2 + 1), "realloc gave %p outside the region", q);
+        REQUIRE(pat_check(q, size, (uintptr_t)p) == PAT_OK, "realloc lost contents");
+        p = q;
+        size = size * 2 + 1;
+        pat_fill(p, size, (uintptr_t)p);
+      }
+    }
+    /* leave it for another thread, and free what that one left */
+    size_t slot = (r >> 20) % w->slots;
+    void *old = atomic_exchange(&w->exchange[slot], p);
+    if (old != NULL) tess_free(old);
+    if (round % 1000 == 999) tess_thread_cleanup();
+  }
+  return NULL;
+}
+
+static void integrity(void) {
+  init_region(48 * MiB);
+  enum { THREADS = 6, SLOTS = 512 };
+  static _Atomic(void *) exchange[SLOTS];
+  worker_t workers[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    workers[i] = (worker_t){.seed = 1000 + (uint64_t)i, .exchange = exchange, .slots = SLOTS};
+    REQUIRE(pthread_create(&workers[i].thread, NULL, integrity_worker, &workers[i]) == 0, "spawn");
+  }
+  for (int i = 0; i < THREADS; i++) pthread_join(workers[i].thread, NULL);
+  for (int i = 0; i < SLOTS; i++) tess_free(atomic_exchange(&exchange[i], NULL));
+  check_guards();
+  /* everything is free again: the whole region can be filled */
+  block_list_t list = {0};
+  size_t total = fill_up(&list, small_sizes);
+  check_guards();
+  printf("integrity: after the workload, %zu MiB of small blocks fit in 48 MiB\n", total >> 20);
+  CHECK(total > 36 * MiB, "only %zu bytes fit after the workload", total);
+  free_all(&list);
+}
+
+/* ------------------------------------------------------------ exhaustion */
+
+static void exhaustion_in(size_t region, size_t (*sizes)(size_t), const char *what) {
+  block_list_t list = {0};
+  size_t first = fill_up(&list, sizes);
+  free_all(&list);
+  tess_thread_cleanup();
+  size_t second = fill_up(&list, sizes);
+  printf("exhaustion: %zu KiB region, %s: %zu then %zu bytes\n", region >> 10, what, first,
+         second);
+  CHECK(first > region / 2, "%s: only %zu of %zu bytes", what, first, region);
+  CHECK(second * 100 >= first * 99 && second <= first + first / 100,
+        "%s: second fill %zu not within 1%% of the first %zu", what, second, first);
+  free_all(&list);
+  tess_thread_cleanup();
+}
+
+static void exhaustion_small(void) {
+  init_region(MiB);
+  exhaustion_in(MiB, small_sizes, "small sizes");
+  exhaustion_in(MiB, mixed_sizes, "mixed sizes");
+}
+
+static void exhaustion_large(void) {
+  init_region(64 * MiB);
+  exhaustion_in(64 * MiB, small_sizes, "small sizes");
+  exhaustion_in(64 * MiB, page_sizes, "page spans");
+  exhaustion_in(64 * MiB, mixed_sizes, "mixed sizes");
+}
+
+/* ----------------------------------------------------------------- churn */
+
+#define POOL_SLOTS 12288 /* about 15 MiB of long-lived blocks */
+static struct {
+  pthread_mutex_t lock;
+  void *block[POOL_SLOTS];
+  size_t size[POOL_SLOTS];
+  size_t live;
+} shared = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static atomic_long calls_done, failures;
+static atomic_long max_live;
+
+static size_t call_size(uint64_t r) {
+  unsigned pick = (unsigned)(r % 100);
+  if (pick < 80) return 16 + r % 497;            /* 16..512 B */
+  if (pick < 97) return 1024 + r % 3073;         /* 1..4 KiB */
+  return 8192 + r % (24 * 1024 + 1);             /* 8..32 KiB */
+}
+
+static void *churn_host(void *arg) {
+  uint64_t rng = (uintptr_t)arg * 0x9E3779B97F4A7C15ull + 1;
+  void *burst[2000];
+  while (atomic_fetch_add(&calls_done, 1) < churn_calls) {
+    size_t n = 20 + rng_next(&rng) % 180;
+    for (size_t i = 0; i < n; i++) {
+      size_t size = call_size(rng_next(&rng));
+      burst[i] = tess_malloc(size);
+      if (burst[i] == NULL) {
+        atomic_fetch_add(&failures, 1);
+        continue;
+      }
+      memset(burst[i], 0x33, 16);
+      if (rng_next(&rng) % 16 == 0) { /* keep it: a long-lived object */
+        size_t slot = rng_next(&rng) % POOL_SLOTS;
+        pthread_mutex_lock(&shared.lock);
+        void *old = shared.block[slot];
+        size_t old_size = shared.size[slot];
+        shared.block[slot] = burst[i];
+        shared.size[slot] = size;
+        shared.live += size - old_size;
+        long live = (long)shared.live;
+        pthread_mutex_unlock(&shared.lock);
+        if (live > atomic_load(&max_live)) atomic_store(&max_live, live);
+        tess_free(old); /* most likely another call's block */
+        burst[i] = NULL;
+      }
+    }
+    for (size_t i = 0; i < n; i++) tess_free(burst[i]);
+    tess_thread_cleanup(); /* the call returns */
+  }
+  return NULL;
+}
+
+static void churn(void) {
+  init_region(64 * MiB);
+  enum { HOSTS = 20 };
+  pthread_t hosts[HOSTS];
+  for (uintptr_t i = 0; i < HOSTS; i++) {
+    REQUIRE(pthread_create(&hosts[i], NULL, churn_host, (void *)(i + 1)) == 0, "spawn");
+  }
+  for (int i = 0; i < HOSTS; i++) pthread_join(hosts[i], NULL);
+  printf("churn: %ld calls over %d host threads, pooled live bytes at most %ld KiB, %ld failed "
+         "allocations\n",
+         churn_calls, HOSTS, atomic_load(&max_live) / 1024, atomic_load(&failures));
+  CHECK(atomic_load(&failures) == 0, "%ld allocations failed", atomic_load(&failures));
+  for (int i = 0; i < POOL_SLOTS; i++) tess_free(shared.block[i]);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static void errors(void) {
+  static char small[512 << 10];
+  CHECK(tess_init_region(small, small + sizeof(small)) == EINVAL, "512 KiB accepted");
+  CHECK(tess_init_region(small + 100, small) == EINVAL, "an inverted range accepted");
+  CHECK(tess_init_region(NULL, NULL) == EINVAL, "NULL accepted");
+  init_region(2 * MiB);
+  CHECK(tess_init_region(region_start, region_end) == EBUSY, "a second region accepted");
+  void *p = tess_malloc(100);
+  CHECK(p != NULL && inside(p, 100), "no allocation after init");
+  tess_free(p);
+}
+
+/* ---------------------------------------------------------------- driver */
+
+typedef struct scenario_s {
+  const char *name;
+  void (*run)(void);
+} scenario_t;
+
+static const scenario_t scenarios[] = {
+    {"integrity", integrity},     {"exhaustion-small", exhaustion_small},
+    {"exhaustion-large", exhaustion_large}, {"churn", churn},
+    {"errors", errors},
+};
+
+int main(int argc, char **argv) {
+  const char *only = argc > 1 && argv[1][0] != '\0' ? argv[1] : NULL; /* "": all */
+  if (argc > 2) churn_calls = atol(argv[2]);
+  size_t count = sizeof(scenarios) / sizeof(scenarios[0]);
+  size_t ran = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (only != NULL && strcmp(only, scenarios[i].name) != 0) continue;
+    ran++;
+    fflush(stdout);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+      atomic_store(&check_failures_, 0); /* count this scenario's own */
+      scenarios[i].run();
+      fflush(stdout);
+      _exit(check_finish(scenarios[i].name));
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    CHECK(ok, "%s failed (status %#x)", scenarios[i].name, status);
+    printf("%-17s %s\n", scenarios[i].name, ok ? "ok" : "FAILED");
+  }
+  CHECK(ran > 0, "no scenario named %s", only);
+  return check_finish("test_fixed");
+}
