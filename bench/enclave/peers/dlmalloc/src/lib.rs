@@ -1,0 +1,200 @@
+//! dlmalloc (the crates.io `dlmalloc` crate) over one fixed region, behind
+//! one global lock: the enclave benchmark's model of Open Enclave's default
+//! allocator.
+//!
+//! The crate asks its `Allocator` for system memory; here that is a bump
+//! pointer over the region given to `tdl_init` -- an sbrk over a heap
+//! reserved up front. It hands out memory until the region is exhausted
+//! (then null) and never takes any back. All of dlmalloc's state is reached
+//! through one `std::sync::Mutex`, as OE serialises every dlmalloc call
+//! with one lock.
+//!
+//! The C side (`dlmalloc_plugin.c`) wraps these `tdl_*` functions in the
+//! harness's `fixed_allocator_t`.
+
+use core::ffi::{c_int, c_void};
+use core::ptr;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use dlmalloc::{Allocator, Dlmalloc};
+
+/// The bump pointer's granularity: what the crate's `page_size` reports
+/// and how far apart segment boundaries fall.
+const PAGE: usize = 4096;
+
+/// The granularity dlmalloc asks its system allocator for memory in (C
+/// dlmalloc's default over sbrk is one page; the crate defaults to 64 KiB).
+const GRANULARITY: usize = PAGE;
+
+/// Alignment of the start of the region handed to dlmalloc.
+const REGION_ALIGN: usize = 64;
+
+/// Next free byte of the region (0 until `tdl_init`).
+static CURSOR: AtomicUsize = AtomicUsize::new(0);
+/// First byte of the region after alignment (0 until `tdl_init`).
+static BASE: AtomicUsize = AtomicUsize::new(0);
+/// One past the last usable byte of the region (0 until `tdl_init`).
+static LIMIT: AtomicUsize = AtomicUsize::new(0);
+
+/// An sbrk over the pre-reserved region. All its state is in the statics
+/// above; it is only called with the heap lock held.
+struct Bump;
+
+unsafe impl Allocator for Bump {
+    fn alloc(&self, size: usize) -> (*mut u8, usize, u32) {
+        let cur = CURSOR.load(Ordering::Relaxed);
+        let limit = LIMIT.load(Ordering::Relaxed);
+        if cur == 0 || size > limit - cur {
+            return (ptr::null_mut(), 0, 0);
+        }
+        CURSOR.store(cur + size, Ordering::Relaxed);
+        (cur as *mut u8, size, 0)
+    }
+
+    fn remap(&self, _ptr: *mut u8, _old: usize, _new: usize, _can_move: bool) -> *mut u8 {
+        ptr::null_mut()
+    }
+
+    fn free_part(&self, _ptr: *mut u8, _oldsize: usize, _newsize: usize) -> bool {
+        false
+    }
+
+    fn free(&self, _ptr: *mut u8, _size: usize) -> bool {
+        false
+    }
+
+    fn can_release_part(&self, _flags: u32) -> bool {
+        false
+    }
+
+    fn allocates_zeros(&self) -> bool {
+        // The region's contents are whatever the caller left there.
+        false
+    }
+
+    fn page_size(&self) -> usize {
+        PAGE
+    }
+}
+
+static HEAP: Mutex<Dlmalloc<Bump>> = Mutex::new(Dlmalloc::new_with_allocator(Bump));
+
+fn heap() -> MutexGuard<'static, Dlmalloc<Bump>> {
+    // panic = "abort": the lock can never be poisoned, but do not panic
+    // across the C ABI if it somehow were.
+    HEAP.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Make `[start, end)` the heap. Returns 0, or -1 if the region is
+/// unusable (null, reversed, or too small for one page) or init already ran.
+///
+/// # Safety
+/// `[start, end)` must be writable memory that nothing else uses.
+#[no_mangle]
+pub unsafe extern "C" fn tdl_init(start: *mut c_void, end: *mut c_void) -> c_int {
+    let (s, e) = (start as usize, end as usize);
+    if s == 0 || e <= s {
+        return -1;
+    }
+    let base = (s + REGION_ALIGN - 1) & !(REGION_ALIGN - 1);
+    let limit = e & !(REGION_ALIGN - 1);
+    if limit <= base || limit - base < PAGE {
+        return -1;
+    }
+    let mut h = heap();
+    if BASE.load(Ordering::Relaxed) != 0 {
+        return -1;
+    }
+    if !h.set_granularity(GRANULARITY) {
+        return -1;
+    }
+    // Segments are never released (free says no): skip the periodic scan.
+    h.set_max_release_check_rate(0);
+    BASE.store(base, Ordering::Relaxed);
+    LIMIT.store(limit, Ordering::Relaxed);
+    CURSOR.store(base, Ordering::Release);
+    0
+}
+
+/// C `malloc`.
+///
+/// # Safety
+/// `tdl_init` must have succeeded.
+#[no_mangle]
+pub unsafe extern "C" fn tdl_malloc(size: usize) -> *mut c_void {
+    heap().c_malloc(size).cast()
+}
+
+/// C `free`.
+///
+/// # Safety
+/// `p` is null or a live block from this heap.
+#[no_mangle]
+pub unsafe extern "C" fn tdl_free(p: *mut c_void) {
+    if !p.is_null() {
+        heap().c_free(p.cast());
+    }
+}
+
+/// C `calloc`: null on overflow of `count * size`.
+///
+/// # Safety
+/// `tdl_init` must have succeeded.
+#[no_mangle]
+pub unsafe extern "C" fn tdl_calloc(count: usize, size: usize) -> *mut c_void {
+    let Some(bytes) = count.checked_mul(size) else {
+        return ptr::null_mut();
+    };
+    let p = heap().c_malloc(bytes);
+    if !p.is_null() {
+        // The region is not known to be zero (allocates_zeros is false), so
+        // dlmalloc's calloc would always clear too; do it outside the lock.
+        ptr::write_bytes(p, 0, bytes);
+    }
+    p.cast()
+}
+
+/// C `realloc`.
+///
+/// # Safety
+/// `p` is null or a live block from this heap.
+#[no_mangle]
+pub unsafe extern "C" fn tdl_realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    heap().c_realloc(p.cast(), size).cast()
+}
+
+/// Usable bytes of a live block, from its dlmalloc chunk header: the size
+/// word just below the block holds the chunk size in its upper bits and
+/// three flag bits; an in-use chunk that is not mmapped (the only kind a
+/// bump allocator produces) has one word of overhead, an mmapped one two.
+///
+/// # Safety
+/// `p` is null or a live block from this heap.
+#[no_mangle]
+pub unsafe extern "C" fn tdl_usable_size(p: *mut c_void) -> usize {
+    const WORD: usize = core::mem::size_of::<usize>();
+    const FLAG_BITS: usize = 7;
+    const INUSE: usize = 3;
+    if p.is_null() {
+        return 0;
+    }
+    // Only the flag bits of this word change while the block is live (when
+    // its neighbour is freed or allocated under the lock): read it
+    // atomically and mask them off.
+    let head_ptr = p.cast::<u8>().sub(WORD).cast::<usize>();
+    let head = AtomicUsize::from_ptr(head_ptr).load(Ordering::Relaxed);
+    let overhead = if head & INUSE == 0 { 2 * WORD } else { WORD };
+    (head & !FLAG_BITS) - overhead
+}
+
+/// Bytes of the region bumped so far (dlmalloc's footprint: it never
+/// gives any back).
+#[no_mangle]
+pub extern "C" fn tdl_footprint() -> usize {
+    let base = BASE.load(Ordering::Relaxed);
+    if base == 0 {
+        return 0;
+    }
+    CURSOR.load(Ordering::Relaxed) - base
+}
