@@ -40,6 +40,7 @@ static void set_current(tess_heap_t *h, unsigned cls) {
 }
 
 static bool in_bin(tess_heap_t *h, const tess_page_t *d) {
+  if (d->state & TESS_STATE_DETACHED) return false; /* in the full list */
   return d->prev != NULL || h->bins[d->size_class].first == d;
 }
 
@@ -53,6 +54,29 @@ static void bin_unlink(tess_heap_t *h, tess_page_t *d) {
     d->next->prev = d->prev;
   else
     bin->last = d->prev;
+  d->next = d->prev = NULL;
+}
+
+/* The full list (detached slabs) shares the slabs' next/prev links. */
+static void full_push(tess_heap_t *h, tess_page_t *d) {
+  d->prev = NULL;
+  d->next = h->full.first;
+  if (h->full.first != NULL)
+    h->full.first->prev = d;
+  else
+    h->full.last = d;
+  h->full.first = d;
+}
+
+static void full_unlink(tess_heap_t *h, tess_page_t *d) {
+  if (d->prev != NULL)
+    d->prev->next = d->next;
+  else
+    h->full.first = d->next;
+  if (d->next != NULL)
+    d->next->prev = d->prev;
+  else
+    h->full.last = d->prev;
   d->next = d->prev = NULL;
 }
 
@@ -163,10 +187,14 @@ void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
     if (TESS_UNLIKELY(old & TESS_REMOTE_NOTIFY)) {
       /* first free into a detached slab: take the flag and hand the block
        * to the owner, which re-attaches the slab when it frees it. Until
-       * then the block keeps the slab alive (its state counts it). */
+       * then the block keeps the slab alive (its state counts it). The
+       * owner is read before the flag is taken: an owner that gives the
+       * slab up (orphans it) clears the flag first, so if our exchange
+       * wins, the owner we read still had it. */
+      tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
       if (atomic_compare_exchange_weak_explicit(&d->remote, &old, 0, memory_order_acq_rel,
                                                 memory_order_relaxed)) {
-        heap_delayed_push(atomic_load_explicit(&d->owner, memory_order_relaxed), b);
+        heap_delayed_push(owner, b);
         return;
       }
     } else {
@@ -189,6 +217,7 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
     tessi_report_invalid("free", b, "double free");
   }
   if (d->state & TESS_STATE_DETACHED) {
+    full_unlink(h, d);
     d->state &= TESS_STATE_COUNT;
     bin_push_back(h, d); /* behind the current slab, which stays current */
   }
@@ -224,22 +253,28 @@ static void process_delayed(tess_heap_t *h) {
 /* ---------------------------------------------------------- orphans */
 
 /* Fixed mode: slabs with live blocks that no heap owns. A heap whose
- * thread is done (the end of an enclave call) leaves its partial slabs
- * here, and any heap short of a slab of that class takes one back before
- * it takes fresh pages. So a partial slab's free blocks serve every thread
- * rather than wait for one heap to run again: long-lived objects left
- * behind by many calls share slabs instead of each pinning one per heap.
- * Frees into an orphan are remote frees (its owner is NULL); an orphan
- * never has NOTIFY set, as only an owner detaches. Fuller slabs go first
- * in line, so sparse ones age at the back, where every take checks one of
- * them and returns it to its partition once it has emptied. */
+ * thread is done (the end of an enclave call) leaves its slabs here, and
+ * any heap short of a slab of that class takes one back before it takes
+ * fresh pages. So the free blocks of a partial slab serve every thread,
+ * rather than wait for one heap to run again.
+ *
+ * Orphans are kept in buckets by how full they are, and taken fullest
+ * first: new blocks (some of which will live long) fill the slabs that are
+ * nearly full, while sparse slabs are left alone to empty as their blocks
+ * die, and go back to their partition. The oldest orphan of the sparsest
+ * bucket is checked at every take. Frees into an orphan are remote frees
+ * (its owner is NULL); an orphan never has NOTIFY set, as only an owner
+ * detaches a slab. */
+#define ORPHAN_BUCKETS 4
+
 typedef struct orphan_list_s {
   tess_lock_t lock;
-  tess_page_t *first, *last;
+  tess_bin_t bucket[ORPHAN_BUCKETS]; /* with room; [ORPHAN_BUCKETS - 1]: fullest */
+  tess_bin_t full;                   /* no free block when filed */
 } orphan_list_t;
 static orphan_list_t orphans[TESS_CLASSES];
 
-static void orphan_unlink_locked(orphan_list_t *list, tess_page_t *d) {
+static void list_unlink(tess_bin_t *list, tess_page_t *d) {
   if (d->prev != NULL)
     d->prev->next = d->next;
   else
@@ -251,48 +286,74 @@ static void orphan_unlink_locked(orphan_list_t *list, tess_page_t *d) {
   d->next = d->prev = NULL;
 }
 
-/* d: out of every bin, collected, no bias, some block out. */
-static void orphan_push(tess_page_t *d) {
-  orphan_list_t *list = &orphans[d->size_class];
-  bool fuller = (uint32_t)d->state * 2 >= d->capacity;
-  atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
-  tessi_lock(&list->lock);
-  if (fuller || list->first == NULL) {
-    d->prev = NULL;
-    d->next = list->first;
+static void list_push(tess_bin_t *list, tess_page_t *d, bool front) {
+  d->next = front ? list->first : NULL;
+  d->prev = front ? NULL : list->last;
+  if (front) {
     if (list->first != NULL)
       list->first->prev = d;
     else
       list->last = d;
     list->first = d;
   } else {
-    d->next = NULL;
-    d->prev = list->last;
-    list->last->next = d;
+    if (list->last != NULL)
+      list->last->next = d;
+    else
+      list->first = d;
     list->last = d;
   }
+}
+
+/* Files a collected orphan by fullness (a full one apart: it is no use
+ * until blocks in it are freed). */
+static void orphan_file_locked(orphan_list_t *list, tess_page_t *d) {
+  uint32_t blocks = tessi_classes[d->size_class].slab_blocks;
+  uint32_t out = (uint32_t)d->state;
+  if (out >= blocks)
+    list_push(&list->full, d, true);
+  else
+    list_push(&list->bucket[out * ORPHAN_BUCKETS / blocks], d, true);
+}
+
+/* d: in no list, collected, no bias, some block out. */
+static void orphan_push(tess_page_t *d) {
+  orphan_list_t *list = &orphans[d->size_class];
+  atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
+  tessi_lock(&list->lock);
+  orphan_file_locked(list, d);
   tessi_unlock(&list->lock);
 }
 
-/* An orphan of class cls for h, collected (maybe empty), or NULL. Returns
- * the oldest orphan to its partition first if it has emptied. */
+/* The fullest orphan of class cls with room, collected and now h's; or
+ * NULL. Each take also looks at two old orphans: the oldest full one,
+ * refiled if frees made room in it, and the oldest of the sparsest bucket,
+ * returned to its partition if it has emptied. */
 static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
   orphan_list_t *list = &orphans[cls];
-  if (list->first == NULL) return NULL; /* a racy peek: a miss is harmless */
-  tess_page_t *oldest_empty = NULL;
+  tess_page_t *released = NULL, *d = NULL;
   tessi_lock(&list->lock);
-  tess_page_t *d = list->last;
-  if (d != NULL && d != list->first) {
-    tessi_slab_collect(d);
-    if (d->state == 0) {
-      orphan_unlink_locked(list, d);
-      oldest_empty = d;
+  tess_page_t *oldest = list->full.last;
+  if (oldest != NULL) {
+    tessi_slab_collect(oldest);
+    if ((uint32_t)oldest->state < tessi_classes[cls].slab_blocks) {
+      list_unlink(&list->full, oldest);
+      orphan_file_locked(list, oldest);
     }
   }
-  d = list->first;
-  if (d != NULL) orphan_unlink_locked(list, d);
+  oldest = list->bucket[0].last;
+  if (oldest != NULL) {
+    tessi_slab_collect(oldest);
+    if (oldest->state == 0) {
+      list_unlink(&list->bucket[0], oldest);
+      released = oldest;
+    }
+  }
+  for (unsigned b = ORPHAN_BUCKETS; b-- > 0 && d == NULL;) {
+    d = list->bucket[b].first;
+    if (d != NULL) list_unlink(&list->bucket[b], d);
+  }
   tessi_unlock(&list->lock);
-  if (oldest_empty != NULL) slab_release(oldest_empty);
+  if (released != NULL) slab_release(released);
   if (d == NULL) return NULL;
   atomic_store_explicit(&d->owner, h, memory_order_relaxed);
   tessi_slab_collect(d);
@@ -305,13 +366,16 @@ static void orphans_sweep(void) {
     orphan_list_t *list = &orphans[cls];
     tess_page_t *empty = NULL;
     tessi_lock(&list->lock);
-    for (tess_page_t *d = list->first, *next; d != NULL; d = next) {
-      next = d->next;
-      tessi_slab_collect(d);
-      if (d->state == 0) {
-        orphan_unlink_locked(list, d);
-        d->next = empty;
-        empty = d;
+    for (unsigned b = 0; b <= ORPHAN_BUCKETS; b++) {
+      tess_bin_t *bucket = b < ORPHAN_BUCKETS ? &list->bucket[b] : &list->full;
+      for (tess_page_t *d = bucket->first, *next; d != NULL; d = next) {
+        next = d->next;
+        tessi_slab_collect(d);
+        if (d->state == 0) {
+          list_unlink(bucket, d);
+          d->next = empty;
+          empty = d;
+        }
       }
     }
     tessi_unlock(&list->lock);
@@ -321,6 +385,13 @@ static void orphans_sweep(void) {
       empty = next;
     }
   }
+}
+
+static bool orphans_exist(unsigned cls) {
+  for (unsigned b = 0; b < ORPHAN_BUCKETS; b++) {
+    if (orphans[cls].bucket[b].first != NULL) return true;
+  }
+  return false;
 }
 
 /* ---------------------------------------------------------------- malloc */
@@ -340,7 +411,10 @@ again:
   while ((d = h->bins[cls].first) != NULL) {
     if (tessi_slab_refill(tessi_region_of_page(d), d)) return pop_block(d);
     /* full: out of the bin, unless remote frees arrived meanwhile */
-    if (tessi_slab_try_detach(d)) bin_remove(h, d);
+    if (tessi_slab_try_detach(d)) {
+      bin_remove(h, d);
+      full_push(h, d);
+    }
   }
   tessi_purge_if_due();
   d = orphan_take(h, cls);
@@ -372,6 +446,20 @@ again:
 static void heap_trim(tess_heap_t *h) {
   bool orphan_partials = tessi_primary->is_fixed;
   process_delayed(h);
+  while (orphan_partials && h->full.first != NULL) {
+    /* full slabs too: frees into them would otherwise wait for this heap
+     * to run again. Collecting clears NOTIFY; a free that took NOTIFY just
+     * before left its block on our delayed list, from where it reaches the
+     * slab later. */
+    tess_page_t *d = h->full.first;
+    full_unlink(h, d);
+    d->state &= TESS_STATE_COUNT;
+    tessi_slab_collect(d);
+    if (d->state == 0)
+      slab_empty(h, d);
+    else
+      orphan_push(d);
+  }
   for (unsigned cls = 0; cls < TESS_CLASSES; cls++) {
     for (tess_page_t *d = h->bins[cls].first, *next; d != NULL; d = next) {
       next = d->next;
@@ -453,7 +541,7 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
     taken = h;
   }
   orphans_sweep();
-  bool has_orphan = cls < TESS_CLASSES && orphans[cls].first != NULL;
+  bool has_orphan = cls < TESS_CLASSES && orphans_exist(cls);
   tessi_lock(&pool.lock);
   while (taken != NULL) {
     tess_heap_t *next = taken->next_idle;

@@ -148,6 +148,7 @@ typedef struct tess_heap_s {
   tess_page_t *direct[TESS_DIRECT_SLOTS];
   tess_page_t *current[TESS_CLASSES]; /* == bins[c].first or the empty page */
   tess_bin_t bins[TESS_CLASSES];
+  tess_bin_t full;                 /* detached (full) slabs, any class */
   _Atomic(tess_block_t *) delayed; /* remote frees into detached slabs */
   tess_page_t *empty_slabs;        /* cached empty slabs (any class) */
   size_t empty_slab_pages;
