@@ -47,7 +47,8 @@ static block_info_t classify(const void *p) {
         return info;
       }
       info = (block_info_t){BLOCK_SLAB, r, d, cls->block_size, NULL};
-    } else if (d->kind == TESS_PAGE_LARGE && d == page && (a & (TESS_PAGE_SIZE - 1)) == 0) {
+    } else if (d->kind == TESS_PAGE_LARGE && d == page && (a & (TESS_PAGE_SIZE - 1)) == 0 &&
+               !(d->flags & TESS_LARGE_CACHED)) {
       info = (block_info_t){BLOCK_LARGE, r, d, (size_t)d->u.span.pages << TESS_PAGE_SHIFT, NULL};
     }
     return info;
@@ -78,6 +79,16 @@ static tess_heap_t *heap_or_acquire(void) {
 
 /* Any size, any alignment (power of two): slab, large or huge. */
 static void *alloc_slow(size_t size, size_t align, bool zero) {
+  if (align == 0 && size > tessi_slab_limit) {
+    /* a large block the heap kept: no lock (nor init: a thread without a
+     * heap keeps nothing) */
+    tess_page_t *d =
+        tessi_heap_span_take(tessi_tls_heap, (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT);
+    if (d != NULL) {
+      void *p = (void *)tessi_page_addr(tessi_region_of_page(d), d);
+      return zero ? memset(p, 0, size) : p;
+    }
+  }
   if (size > PTRDIFF_MAX || align > PTRDIFF_MAX || !tessi_ensure_init()) return fail_nomem();
   void *p = NULL;
   if (size <= tessi_slab_limit && align <= TESS_PAGE_SIZE) {
@@ -111,7 +122,7 @@ static inline void *pop_current(size_t size) {
   tess_page_t *d;
   if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
     d = h->direct[(size + 15) >> 4];
-  } else if (size <= TESS_SLAB_MAX_SIZE) {
+  } else if (size <= tessi_slab_limit) {
     d = h->current[tessi_class_of(size)];
   } else {
     return NULL;
@@ -157,6 +168,13 @@ static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) 
   if (d->kind == TESS_PAGE_SLAB && tessi_is_block_start(in_slab, d->u.div_magic) &&
       atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap) {
     tessi_heap_free_remote(d, p);
+    return;
+  }
+  /* the start of a large block (in_slab is the offset in its span);
+   * kept by its heap when the owner frees it, else to its partition */
+  if (d->kind == TESS_PAGE_LARGE && in_slab == 0 && !(d->flags & TESS_LARGE_CACHED)) {
+    tess_heap_t *h = tessi_tls_heap;
+    if (d->large_owner != h || !tessi_heap_span_keep(h, d)) tessi_large_free(tessi_primary, d);
     return;
   }
   free_slow(p, "free");

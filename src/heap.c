@@ -123,6 +123,16 @@ static void slab_release(tess_page_t *d) {
   tessi_pages_free(d, pages);
 }
 
+/* --------------------------------------------------------- span cache */
+
+static void span_cache_drain(tess_heap_t *h) {
+  for (size_t pages = 1; pages <= TESS_SPAN_CACHE_PAGES; pages++) {
+    tess_page_t *d;
+    while ((d = tessi_heap_span_take(h, pages)) != NULL) tessi_pages_free(d, pages);
+  }
+}
+
+/* Every empty slab and free span h keeps. */
 static void empty_cache_drain(tess_heap_t *h) {
   while (h->empty_slabs != NULL) {
     tess_page_t *d = h->empty_slabs;
@@ -130,6 +140,7 @@ static void empty_cache_drain(tess_heap_t *h) {
     slab_release(d);
   }
   h->empty_slab_pages = 0;
+  span_cache_drain(h);
 }
 
 /* A slab of h with no block out that is not current (the current slab
@@ -138,7 +149,7 @@ static void empty_cache_drain(tess_heap_t *h) {
 static void slab_empty(tess_heap_t *h, tess_page_t *d) {
   if (in_bin(h, d)) bin_unlink(h, d);
   size_t pages = slab_pages(d);
-  if ((h->empty_slab_pages + pages) << TESS_PAGE_SHIFT <= tessi_options.heap_cache) {
+  if ((h->empty_slab_pages + pages) << TESS_PAGE_SHIFT <= tessi_options.heap_cache / 4) {
     d->next = h->empty_slabs;
     h->empty_slabs = d;
     h->empty_slab_pages += pages;
@@ -266,13 +277,17 @@ static void process_delayed(tess_heap_t *h) {
  * (its owner is NULL); an orphan never has NOTIFY set, as only an owner
  * detaches a slab. */
 #define ORPHAN_BUCKETS 4
+/* Each class's orphans are split over a few lists, each heap using its own
+ * first, so threads ending calls together do not all meet on one lock. */
+#define ORPHAN_SHARDS 4
 
 typedef struct orphan_list_s {
   tess_lock_t lock;
+  uint32_t takes;
   tess_bin_t bucket[ORPHAN_BUCKETS]; /* with room; [ORPHAN_BUCKETS - 1]: fullest */
   tess_bin_t full;                   /* no free block when filed */
 } orphan_list_t;
-static orphan_list_t orphans[TESS_CLASSES];
+static orphan_list_t orphans[TESS_CLASSES][ORPHAN_SHARDS];
 
 static void list_unlink(tess_bin_t *list, tess_page_t *d) {
   if (d->prev != NULL)
@@ -286,22 +301,14 @@ static void list_unlink(tess_bin_t *list, tess_page_t *d) {
   d->next = d->prev = NULL;
 }
 
-static void list_push(tess_bin_t *list, tess_page_t *d, bool front) {
-  d->next = front ? list->first : NULL;
-  d->prev = front ? NULL : list->last;
-  if (front) {
-    if (list->first != NULL)
-      list->first->prev = d;
-    else
-      list->last = d;
-    list->first = d;
-  } else {
-    if (list->last != NULL)
-      list->last->next = d;
-    else
-      list->first = d;
+static void list_push(tess_bin_t *list, tess_page_t *d) {
+  d->prev = NULL;
+  d->next = list->first;
+  if (list->first != NULL)
+    list->first->prev = d;
+  else
     list->last = d;
-  }
+  list->first = d;
 }
 
 /* Files a collected orphan by fullness (a full one apart: it is no use
@@ -309,29 +316,30 @@ static void list_push(tess_bin_t *list, tess_page_t *d, bool front) {
 static void orphan_file_locked(orphan_list_t *list, tess_page_t *d) {
   uint32_t blocks = tessi_classes[d->size_class].slab_blocks;
   uint32_t out = (uint32_t)d->state;
-  if (out >= blocks)
-    list_push(&list->full, d, true);
-  else
-    list_push(&list->bucket[out * ORPHAN_BUCKETS / blocks], d, true);
+  list_push(out >= blocks ? &list->full : &list->bucket[out * ORPHAN_BUCKETS / blocks], d);
 }
 
-/* d: in no list, collected, no bias, some block out. */
-static void orphan_push(tess_page_t *d) {
-  orphan_list_t *list = &orphans[d->size_class];
-  atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
+/* Files the chain (through next) of orphans of one class, all collected,
+ * without bias, with some block out, in h's shard. */
+static void orphans_push(tess_heap_t *h, tess_page_t *chain) {
+  orphan_list_t *list = &orphans[chain->size_class][h->shard];
+  for (tess_page_t *d = chain; d != NULL; d = d->next) {
+    atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
+  }
   tessi_lock(&list->lock);
-  orphan_file_locked(list, d);
+  while (chain != NULL) {
+    tess_page_t *next = chain->next;
+    orphan_file_locked(list, chain);
+    chain = next;
+  }
   tessi_unlock(&list->lock);
 }
 
-/* The fullest orphan of class cls with room, collected and now h's; or
- * NULL. Each take also looks at two old orphans: the oldest full one,
+/* Every fourth take also looks at two old orphans: the oldest full one,
  * refiled if frees made room in it, and the oldest of the sparsest bucket,
- * returned to its partition if it has emptied. */
-static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
-  orphan_list_t *list = &orphans[cls];
-  tess_page_t *released = NULL, *d = NULL;
-  tessi_lock(&list->lock);
+ * returned (in *released) if it has emptied. */
+static void orphans_tend_locked(orphan_list_t *list, unsigned cls, tess_page_t **released) {
+  if (list->takes++ % 4 != 0) return;
   tess_page_t *oldest = list->full.last;
   if (oldest != NULL) {
     tessi_slab_collect(oldest);
@@ -345,14 +353,29 @@ static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
     tessi_slab_collect(oldest);
     if (oldest->state == 0) {
       list_unlink(&list->bucket[0], oldest);
-      released = oldest;
+      *released = oldest;
     }
   }
-  for (unsigned b = ORPHAN_BUCKETS; b-- > 0 && d == NULL;) {
-    d = list->bucket[b].first;
-    if (d != NULL) list_unlink(&list->bucket[b], d);
+}
+
+/* The fullest orphan of class cls with room, from h's shard first,
+ * collected and now h's; or NULL. */
+static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
+  tess_page_t *released = NULL, *d = NULL;
+  for (unsigned k = 0; k < ORPHAN_SHARDS && d == NULL; k++) {
+    orphan_list_t *list = &orphans[cls][(h->shard + k) % ORPHAN_SHARDS];
+    if (list->bucket[0].first == NULL && list->bucket[1].first == NULL &&
+        list->bucket[2].first == NULL && list->bucket[3].first == NULL && k > 0) {
+      continue; /* a racy peek at another shard: a miss is harmless */
+    }
+    tessi_lock(&list->lock);
+    if (k == 0) orphans_tend_locked(list, cls, &released);
+    for (unsigned b = ORPHAN_BUCKETS; b-- > 0 && d == NULL;) {
+      d = list->bucket[b].first;
+      if (d != NULL) list_unlink(&list->bucket[b], d);
+    }
+    tessi_unlock(&list->lock);
   }
-  tessi_unlock(&list->lock);
   if (released != NULL) slab_release(released);
   if (d == NULL) return NULL;
   atomic_store_explicit(&d->owner, h, memory_order_relaxed);
@@ -362,8 +385,8 @@ static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
 
 /* Returns every orphan that has emptied to its partition. */
 static void orphans_sweep(void) {
-  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) {
-    orphan_list_t *list = &orphans[cls];
+  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
+    orphan_list_t *list = &orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS];
     tess_page_t *empty = NULL;
     tessi_lock(&list->lock);
     for (unsigned b = 0; b <= ORPHAN_BUCKETS; b++) {
@@ -388,8 +411,8 @@ static void orphans_sweep(void) {
 }
 
 static bool orphans_exist(unsigned cls) {
-  for (unsigned b = 0; b < ORPHAN_BUCKETS; b++) {
-    if (orphans[cls].bucket[b].first != NULL) return true;
+  for (unsigned i = 0; i < ORPHAN_SHARDS * ORPHAN_BUCKETS; i++) {
+    if (orphans[cls][i / ORPHAN_BUCKETS].bucket[i % ORPHAN_BUCKETS].first != NULL) return true;
   }
   return false;
 }
@@ -439,13 +462,14 @@ again:
 /* ----------------------------------------------------------- trimming */
 
 /* Gives back every slab of h that holds no live block, current slabs
- * included, after collecting all frees made into them (empty ones go to the
- * bounded cache, the rest to their partition); in fixed mode the slabs
- * with live blocks become orphans. The caller has h to itself: h is its
+ * included, after collecting all frees made into them (to the bounded
+ * cache, or their partition); in fixed mode the slabs with live blocks
+ * become orphans, and the caches are emptied too. The caller has h to itself: h is its
  * own heap, or one it took out of the pool. */
 static void heap_trim(tess_heap_t *h) {
   bool orphan_partials = tessi_primary->is_fixed;
   process_delayed(h);
+  tess_page_t *leaving[TESS_CLASSES] = {NULL}; /* orphans to be, by class */
   while (orphan_partials && h->full.first != NULL) {
     /* full slabs too: frees into them would otherwise wait for this heap
      * to run again. Collecting clears NOTIFY; a free that took NOTIFY just
@@ -455,10 +479,12 @@ static void heap_trim(tess_heap_t *h) {
     full_unlink(h, d);
     d->state &= TESS_STATE_COUNT;
     tessi_slab_collect(d);
-    if (d->state == 0)
+    if (d->state == 0) {
       slab_empty(h, d);
-    else
-      orphan_push(d);
+    } else {
+      d->next = leaving[d->size_class];
+      leaving[d->size_class] = d;
+    }
   }
   for (unsigned cls = 0; cls < TESS_CLASSES; cls++) {
     for (tess_page_t *d = h->bins[cls].first, *next; d != NULL; d = next) {
@@ -473,10 +499,13 @@ static void heap_trim(tess_heap_t *h) {
           slab_empty(h, d);
       } else if (orphan_partials) {
         bin_remove(h, d);
-        orphan_push(d);
+        d->next = leaving[cls];
+        leaving[cls] = d;
       }
     }
+    if (leaving[cls] != NULL) orphans_push(h, leaving[cls]);
   }
+  if (orphan_partials) empty_cache_drain(h); /* no private reserve while idle */
 }
 
 /* ----------------------------------------------------------------- pool */
@@ -558,6 +587,8 @@ static tess_heap_t *heap_create(void) {
   for (unsigned i = 0; i < TESS_DIRECT_SLOTS; i++) h->direct[i] = &tessi_page_empty;
   for (unsigned c = 0; c < TESS_CLASSES; c++) h->current[c] = &tessi_page_empty;
   h->home = tessi_partition_for_heap();
+  static _Atomic(uint32_t) heaps_made;
+  h->shard = atomic_fetch_add_explicit(&heaps_made, 1, memory_order_relaxed) % ORPHAN_SHARDS;
   return h;
 }
 
@@ -601,11 +632,15 @@ void tessi_heap_release(tess_heap_t *h) {
 
 void tessi_heaps_fork_prepare(void) {
   tessi_lock(&pool.lock);
-  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) tessi_lock(&orphans[cls].lock);
+  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
+    tessi_lock(&orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS].lock);
+  }
 }
 
 void tessi_heaps_fork_parent(void) {
-  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) tessi_unlock(&orphans[cls].lock);
+  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
+    tessi_unlock(&orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS].lock);
+  }
   tessi_unlock(&pool.lock);
 }
 
@@ -614,6 +649,8 @@ void tessi_heaps_fork_parent(void) {
  * so they are never handed out again. Frees into their slabs still work
  * (as remote frees). */
 void tessi_heaps_fork_child(void) {
-  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) tessi_lock_reset(&orphans[cls].lock);
+  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
+    tessi_lock_reset(&orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS].lock);
+  }
   tessi_lock_reset(&pool.lock);
 }

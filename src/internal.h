@@ -206,6 +206,37 @@ void tessi_heap_free_block(tess_heap_t *h, tess_page_t *d, tess_block_t *b);
  * partial slabs of class cls to self (cls = TESS_CLASSES: none). True if it
  * freed or moved anything. */
 bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
+/* The heap's cache of freed large spans. Large spans freed by the thread
+ * that allocated them are kept by its heap (lengths up to
+ * TESS_SPAN_CACHE_PAGES pages, within TESS_HEAP_CACHE bytes), so a thread
+ * that allocates and frees large blocks does not take its partition's lock
+ * each time. A kept span stays a LARGE span in the partition's eyes, marked
+ * TESS_LARGE_CACHED. Take: one of exactly `pages` pages, now h's, or
+ * NULL. Keep: false when over budget (free it then). */
+static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
+  if (pages > TESS_SPAN_CACHE_PAGES) return NULL;
+  tess_page_t *d = h->spans[pages];
+  if (d == NULL) return NULL;
+  h->spans[pages] = d->next;
+  h->span_pages -= pages;
+  d->next = NULL;
+  d->flags &= (uint16_t)~TESS_LARGE_CACHED;
+  d->large_owner = h;
+  return d;
+}
+
+static inline bool tessi_heap_span_keep(tess_heap_t *h, tess_page_t *d) {
+  size_t pages = d->u.span.pages;
+  if (pages > TESS_SPAN_CACHE_PAGES ||
+      (h->span_pages + pages) << TESS_PAGE_SHIFT > tessi_options.heap_cache) {
+    return false;
+  }
+  d->flags |= TESS_LARGE_CACHED;
+  d->next = h->spans[pages];
+  h->spans[pages] = d;
+  h->span_pages += pages;
+  return true;
+}
 tess_heap_t *tessi_heap_acquire(void);
 void tessi_heap_release(tess_heap_t *h);
 void tessi_heaps_fork_prepare(void);

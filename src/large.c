@@ -1,6 +1,6 @@
 /* Large blocks: above the slab limit, a page span of their own, rounded to
- * pages (not to a power of two), from the heap's home partition. Resizing
- * works in place where the neighbouring pages allow. */
+ * pages (not to a power of two), from the heap's span cache or its home
+ * partition. Resizing works in place where the neighbouring pages allow. */
 #include "internal.h"
 
 #include <string.h>
@@ -10,20 +10,26 @@ void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero) {
   size_t align_pages = align > TESS_PAGE_SIZE ? align >> TESS_PAGE_SHIFT : 1;
   if (pages == 0) pages = 1;
   if (pages > UINT32_MAX || align_pages > UINT32_MAX) return NULL;
-  tessi_purge_if_due();
-  bool is_zero;
-  tess_partition_t *from;
-  tess_page_t *d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
-  if (d == NULL && tessi_heap_reclaim(h, TESS_CLASSES)) {
+  tess_page_t *d = align_pages == 1 ? tessi_heap_span_take(h, pages) : NULL;
+  bool is_zero = false;
+  if (d == NULL) {
+    tessi_purge_if_due();
+    tess_partition_t *from;
     d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
+    if (d == NULL && tessi_heap_reclaim(h, TESS_CLASSES)) {
+      d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
+    }
+    if (d == NULL) return NULL;
   }
-  if (d == NULL) return NULL;
-  void *p = (void *)tessi_page_addr(from->region, d);
+  d->large_owner = h;
+  void *p = (void *)tessi_page_addr(tessi_region_of_page(d), d);
   if (zero && !is_zero) memset(p, 0, size);
   return p;
 }
 
 void tessi_large_free(tess_region_t *r, tess_page_t *d) {
+  tess_heap_t *h = tessi_tls_heap;
+  if (d->large_owner == h && h != &tessi_heap_empty && tessi_heap_span_keep(h, d)) return;
   tessi_span_free(tessi_partition_of(r, d), d, d->u.span.pages);
 }
 

@@ -35,6 +35,8 @@
 #define TESS_DIRECT_SLOTS (TESS_SMALL_MAX / 16 + 1)
 #define TESS_SLAB_MAX_PAGES 128 /* head_delta fits 16 bits */
 
+#define TESS_SPAN_CACHE_PAGES 32 /* large spans a heap may keep: 1..32 pages */
+
 #define TESS_MAX_PARTITIONS 16
 #define TESS_SPAN_BINS 128 /* free-span size bins (page counts) */
 
@@ -64,6 +66,9 @@ enum tess_page_kind {
 #define TESS_STATE_DETACHED INT16_MIN
 #define TESS_STATE_COUNT INT16_MAX
 
+/* flags of a large head */
+#define TESS_LARGE_CACHED 0x01 /* free, kept in its heap's span cache */
+
 /* flags of a free span head */
 #define TESS_SPAN_ZERO 0x01  /* every byte known to be zero */
 #define TESS_SPAN_DIRTY 0x02 /* resident, may be decommitted */
@@ -81,7 +86,10 @@ struct tess_heap_s;
 /* The page descriptor: 64 bytes, one cache line. Field use depends on kind;
  * the layout keeps what free() reads in the first half. */
 typedef struct tess_page_s {
-  tess_block_t *free;       /* slab: blocks to allocate */
+  union {
+    tess_block_t *free;              /* slab: blocks to allocate */
+    struct tess_heap_s *large_owner; /* large: the heap that allocated it */
+  };
   tess_block_t *local_free; /* slab: blocks freed by the owner */
   int16_t state;            /* slab: TESS_STATE_* */
   union {
@@ -152,7 +160,10 @@ typedef struct tess_heap_s {
   _Atomic(tess_block_t *) delayed; /* remote frees into detached slabs */
   tess_page_t *empty_slabs;        /* cached empty slabs (any class) */
   size_t empty_slab_pages;
+  tess_page_t *spans[TESS_SPAN_CACHE_PAGES + 1]; /* freed large spans, by length */
+  size_t span_pages;
   tess_partition_t *home;        /* where new spans come from */
+  uint32_t shard;                /* which orphan lists it uses first */
   struct tess_heap_s *next_idle; /* pool links: next is colder */
   struct tess_heap_s *prev_idle;
   uint64_t idle_mark; /* pool release count when last released or trimmed */

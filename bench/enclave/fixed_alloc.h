@@ -35,6 +35,10 @@ typedef struct fixed_allocator_s {
    * kept for them: its footprint), by its own account; (size_t)-1 when it
    * cannot tell. Called from any thread, concurrently with allocation. */
   size_t (*footprint)(void);
+  /* The most footprint() has been since init, exactly, by the allocator's
+   * own account; NULL when it keeps no such figure (the harness then
+   * samples footprint()). */
+  size_t (*footprint_peak)(void);
 } fixed_allocator_t;
 
 typedef const fixed_allocator_t *(*fixed_allocator_fn)(void);

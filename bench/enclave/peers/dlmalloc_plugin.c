@@ -37,6 +37,8 @@ static const fixed_allocator_t dlmalloc_peer = {
     .realloc = tdl_realloc,
     .usable_size = tdl_usable_size,
     .footprint = tdl_footprint,
+    /* the region is taken by a bump pointer and never given back */
+    .footprint_peak = tdl_footprint,
 };
 
 __attribute__((visibility("default"))) const fixed_allocator_t *

@@ -200,6 +200,11 @@ namespace
     return Config::Backend::get_current_usage() + pagemap_bytes;
   }
 
+  size_t sn_footprint_peak()
+  {
+    return Config::Backend::get_peak_usage() + pagemap_bytes;
+  }
+
   const fixed_allocator_t snmalloc_peer = {
     "snmalloc",
     PEER_VERSION,
@@ -212,6 +217,7 @@ namespace
     sn_realloc,
     sn_usable_size,
     sn_footprint,
+    sn_footprint_peak,
   };
 } // namespace
 

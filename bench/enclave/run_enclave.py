@@ -1,0 +1,1298 @@
+#!/usr/bin/env python3
+"""Enclave benchmark: tessalloc and the fixed-heap peers in a model enclave.
+
+Runs bench/enclave/enclave_bench (one process = one fresh enclave) for every
+allocator plugin: tessalloc (libfixed_tessalloc.so from the build) and the
+peers listed in build/enclave-peers/peers.json (dlmalloc, snmalloc,
+mimalloc3, built by bench/enclave/peers/build_peers.py).
+
+Workload A, Open Enclave's pluggable_allocator sample: for every thread
+count 1..--max-threads, every allocator in turn (interleaved: round r runs
+all thread counts for all allocators before round r+1), --repeat times after
+--warmup-rounds untimed rounds; the medians are printed as the sample's
+table and plotted. Workload B, the fragmentation soak: one run of
+--duration seconds per allocator and host variant (pooled, new-thread),
+whose 0.5 s time series is written and plotted.
+
+Output directory (default docs/results/enclave/):
+  a_runs.csv, a_table.txt, a_time_vs_threads.png     workload A
+  b_runs.csv, b_<allocator>_<host>.csv/.png,
+  b_<host>_footprint.png                             workload B
+  summary.md    tables, peak footprint, OS calls, NULLs, the targets
+  meta.json     command line, date, machine, allocator versions, settings
+
+Example: python3 bench/enclave/run_enclave.py --build build --workloads a,b
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+try:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn
+    from rich.progress import Progress as RichProgress
+    from rich.progress import TaskID, TextColumn, TimeElapsedColumn
+except ImportError as _exc:
+    raise SystemExit("run_enclave: needs the Python package rich "
+                     "(pip install rich matplotlib; scripts/bench.sh "
+                     "installs them into .cache/venv)") from _exc
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TESSALLOC = "tessalloc"
+#: Column order of the tables and plots (others follow in the given order).
+PREFERRED_ORDER: tuple[str, ...] = ("dlmalloc", "snmalloc", TESSALLOC,
+                                    "mimalloc3")
+HOSTS: tuple[str, ...] = ("pooled", "new-thread")
+WORKLOADS: tuple[str, ...] = ("a", "b")
+VERIFY_MODES: tuple[str, ...] = ("none", "head", "sig", "full")
+VERIFY_TEXT: dict[str, str] = {
+    "none": "none (the sample's own loop; no corruption check)",
+    "head": "the first word",
+    "sig": "the first and last word and one word per 4 KiB",
+    "full": "every word",
+}
+MIB = 1024 * 1024
+
+# Targets of the issue (workload A and B), checked in summary.md.
+A_FOOTPRINT_VS_DLMALLOC = 2.0
+A_SPEEDUP_VS_DLMALLOC = 20.0  # on >= 8 cores
+B_FOOTPRINT_RATIO = 1.2
+B_FOOTPRINT_AIM = 1.15
+B_ECALLS_VS_DLMALLOC = 2.5
+
+
+# ------------------------------------------------------------------ data
+
+
+@dataclasses.dataclass(frozen=True)
+class Plugin:
+    """An allocator plugin (a libfixed_<name>.so)."""
+
+    name: str
+    path: str
+    version: str
+    source: str
+
+
+@dataclasses.dataclass
+class ARun:
+    """One run of workload A."""
+
+    allocator: str
+    host: str
+    threads: int
+    repetition: int
+    elapsed_ms: float
+    nulls: int
+    first_null_s: float
+    violations: int
+    os_calls_load: int
+    os_calls_init: int
+    os_calls_after_init: int
+    os_calls_after_init_outside: int
+    os_mmap_bytes_load: int
+    os_mmap_bytes_init: int
+    os_mmap_bytes_after_init: int
+    footprint_peak: int
+    footprint_end: int
+    touched_bytes: int
+    status: str
+
+
+@dataclasses.dataclass
+class BRun:
+    """One run of workload B."""
+
+    allocator: str
+    host: str
+    repetition: int
+    duration_s: float
+    ecalls: int
+    worker_ecalls: int
+    ecalls_per_s: float
+    mallocs: int
+    nulls: int
+    first_null_s: float
+    violations: int
+    peak_live_bytes: int
+    peak_footprint_bytes: int
+    peak_touched_bytes: int
+    footprint_end: int
+    os_calls_load: int
+    os_calls_init: int
+    os_calls_after_init: int
+    os_calls_after_init_outside: int
+    os_mmap_bytes_load: int
+    os_mmap_bytes_init: int
+    os_mmap_bytes_after_init: int
+    samples: int
+    series_csv: str
+    status: str
+
+    @property
+    def footprint_ratio(self) -> Optional[float]:
+        """Peak footprint (own report) / peak live requested bytes."""
+        if self.peak_footprint_bytes < 0 or self.peak_live_bytes <= 0:
+            return None
+        return self.peak_footprint_bytes / self.peak_live_bytes
+
+    @property
+    def touched_ratio(self) -> Optional[float]:
+        """Peak touched pages of the region / peak live requested bytes."""
+        if self.peak_live_bytes <= 0:
+            return None
+        return self.peak_touched_bytes / self.peak_live_bytes
+
+
+A_FIELDS = [f.name for f in dataclasses.fields(ARun)]
+B_FIELDS = [f.name for f in dataclasses.fields(BRun)]
+
+
+class BenchError(RuntimeError):
+    """enclave_bench failed or printed something unexpected."""
+
+
+# ------------------------------------------------------------- locating
+
+
+def find_bench(build: Path) -> Path:
+    """enclave_bench in the build tree."""
+    for cand in (build / "bench" / "enclave" / "enclave_bench",
+                 build / "enclave" / "enclave_bench",
+                 build / "enclave_bench"):
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return cand
+    raise SystemExit(f"run_enclave: enclave_bench not found in {build}; "
+                     f"build first: cmake -S . -B {build} && "
+                     f"cmake --build {build} -j --target enclave_bench "
+                     f"fixed_tessalloc")
+
+
+def find_tessalloc_plugin(build: Path) -> Optional[Path]:
+    """libfixed_tessalloc.so in the build tree, if it was built."""
+    for cand in (build / "bench" / "enclave" / "libfixed_tessalloc.so",
+                 build / "enclave" / "libfixed_tessalloc.so"):
+        if cand.is_file():
+            return cand
+    hits = sorted(build.rglob("libfixed_tessalloc.so"),
+                  key=lambda p: len(str(p)))
+    return hits[0] if hits else None
+
+
+def read_peers(peers_json: Path) -> tuple[list[Plugin], list[str]]:
+    """The peers that build_peers.py built, and those it could not."""
+    if not peers_json.is_file():
+        return [], [f"peers: {peers_json} not found (build them with "
+                    f"bench/enclave/peers/build_peers.py)"]
+    try:
+        data = json.loads(peers_json.read_text())
+    except (OSError, ValueError) as exc:
+        return [], [f"peers: cannot read {peers_json}: {exc}"]
+    entries = data.get("peers", []) if isinstance(data, dict) else data
+    found: list[Plugin] = []
+    skipped: list[str] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or "name" not in entry:
+            continue
+        name = str(entry["name"])
+        raw = entry.get("path") or entry.get("plugin") or ""
+        path = Path(str(raw))
+        if raw and not path.is_absolute():
+            path = peers_json.parent / path
+        status = str(entry.get("status", "ok"))
+        if status != "ok" or not raw or not path.is_file():
+            why = entry.get("reason") or (f"status {status}" if status != "ok"
+                                          else f"{path} missing")
+            skipped.append(f"{name}: {why}")
+            continue
+        found.append(Plugin(name, str(path), str(entry.get("version", "?")),
+                            str(entry.get("source", str(peers_json)))))
+    return found, skipped
+
+
+def plugin_info(bench: Path, path: Path) -> tuple[str, str]:
+    """(name, version) that a plugin reports (enclave_bench --info)."""
+    status, out, err = run_measured([str(bench), "--allocator", str(path),
+                                     "--info"], 60)
+    if status != 0:
+        raise BenchError(f"{path}: {err.strip() or out.strip()}")
+    info = dict(line.partition("=")[::2] for line in out.splitlines())
+    return info.get("name", path.stem), info.get("version", "?")
+
+
+def order_plugins(plugins: list[Plugin]) -> list[Plugin]:
+    """dlmalloc, snmalloc, tessalloc, mimalloc3 first, then the rest."""
+    def key(p: Plugin) -> tuple[int, int]:
+        pos = (PREFERRED_ORDER.index(p.name) if p.name in PREFERRED_ORDER
+               else len(PREFERRED_ORDER))
+        return pos, plugins.index(p)
+    return sorted(plugins, key=key)
+
+
+def collect_plugins(args: argparse.Namespace,
+                    bench: Path) -> tuple[list[Plugin], list[str]]:
+    """The allocators to measure (--allocators or the default set)."""
+    skipped: list[str] = []
+    peers, peer_skips = read_peers(args.peers_json)
+    by_name = {p.name: p for p in peers}
+    tess = find_tessalloc_plugin(args.build)
+    if tess is not None:
+        by_name[TESSALLOC] = Plugin(TESSALLOC, str(tess.resolve()), "?",
+                                    f"build: {tess}")
+    wanted: list[str] = ([a for a in args.allocators.split(",") if a]
+                         if args.allocators else [])
+    plugins: list[Plugin] = []
+    if not wanted:
+        if TESSALLOC in by_name:
+            plugins.append(by_name[TESSALLOC])
+        else:
+            skipped.append(f"{TESSALLOC}: libfixed_tessalloc.so not found "
+                           f"in {args.build}")
+        plugins += [p for p in peers]
+        skipped += peer_skips
+    for item in wanted:
+        if "/" in item or item.endswith(".so"):
+            path = Path(item)
+            if not path.is_file():
+                skipped.append(f"{item}: no such file")
+                continue
+            plugins.append(Plugin(path.stem, str(path.resolve()), "?",
+                                  f"path: {item}"))
+        elif item in by_name:
+            plugins.append(by_name[item])
+        else:
+            why = next((s for s in peer_skips if s.startswith(item + ":")),
+                       f"{item}: not built (neither {args.build} nor "
+                       f"{args.peers_json} has it)")
+            skipped.append(why)
+    # The names and versions the plugins give themselves.
+    named: list[Plugin] = []
+    for p in plugins:
+        try:
+            name, version = plugin_info(bench, Path(p.path))
+        except BenchError as exc:
+            skipped.append(f"{p.name}: does not load: {exc}")
+            continue
+        if p.version != "?" and version in ("", "?"):
+            version = p.version
+        named.append(dataclasses.replace(p, name=name, version=version))
+    seen: set[str] = set()
+    unique: list[Plugin] = []
+    for p in named:
+        if p.name in seen:
+            skipped.append(f"{p.name}: given twice ({p.path})")
+            continue
+        seen.add(p.name)
+        unique.append(p)
+    return (unique if wanted else order_plugins(unique)), skipped
+
+
+# ------------------------------------------------------- running programs
+
+
+def run_measured(cmd: Sequence[str], timeout: float) -> tuple[int, str, str]:
+    """Run cmd; return (exit status, stdout, stderr); -1 on timeout."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env,
+                                start_new_session=True)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        out.seek(0)
+        err.seek(0)
+        return (-1 if timed_out else proc.returncode,
+                out.read().decode(errors="replace"),
+                err.read().decode(errors="replace"))
+
+
+def parse_result(out: str) -> dict[str, str]:
+    """The key=value tokens of the "result ..." line."""
+    line = next((ln for ln in reversed(out.splitlines())
+                 if ln.startswith("result ")), "")
+    pairs: dict[str, str] = {}
+    for token in line.split()[1:]:
+        key, sep, value = token.partition("=")
+        if sep:
+            pairs[key] = value
+    return pairs
+
+
+def run_bench(cmd: Sequence[str], what: str,
+              timeout: float) -> tuple[dict[str, str], str]:
+    """Run enclave_bench; its result and the reason it failed ('' if not).
+
+    A run whose checks failed (exit 1 with a result line) still returns its
+    numbers; a crash, a timeout or corruption (no result line) raises."""
+    status, out, err = run_measured(cmd, timeout)
+    kv = parse_result(out)
+    fails = [ln.split("FAIL:", 1)[1].strip() for ln in err.splitlines()
+             if "FAIL:" in ln]
+    if status == -1:
+        raise BenchError(f"{what}: timed out after {timeout:g} s")
+    if not kv:
+        detail = "; ".join(fails) or (err or out).strip()[-400:]
+        raise BenchError(f"{what}: exit {status}: {detail}")
+    if status != 0:
+        return kv, "; ".join(fails) or f"exit {status}"
+    return kv, ""
+
+
+def kv_int(kv: dict[str, str], key: str) -> int:
+    return int(kv.get(key, "-1"))
+
+
+def kv_float(kv: dict[str, str], key: str) -> float:
+    return float(kv.get(key, "nan"))
+
+
+def os_fields(kv: dict[str, str]) -> dict[str, int]:
+    keys = ("os_calls_load", "os_calls_init", "os_calls_after_init",
+            "os_calls_after_init_outside", "os_mmap_bytes_load",
+            "os_mmap_bytes_init", "os_mmap_bytes_after_init")
+    return {k: kv_int(kv, k) for k in keys}
+
+
+def run_a(bench: Path, plugin: Plugin, threads: int, repetition: int,
+          args: argparse.Namespace) -> tuple[ARun, str]:
+    cmd = [str(bench), "--allocator", plugin.path, "--workload", "a",
+           "--host", args.host_a, "--threads", str(threads),
+           "--num-allocations", str(args.num_allocations),
+           "--max-allocation-size", str(args.max_allocation_size),
+           "--heap-pages", str(args.heap_pages_a), "--tcs", str(args.tcs_a),
+           "--verify", args.verify_a, "--seed", str(args.seed + repetition)]
+    kv, why = run_bench(cmd, f"A {plugin.name} {threads} threads",
+                        args.timeout)
+    try:
+        run = ARun(allocator=plugin.name, host=args.host_a, threads=threads,
+                   repetition=repetition,
+                   elapsed_ms=kv_float(kv, "elapsed_ms"),
+                   nulls=kv_int(kv, "nulls"),
+                   first_null_s=kv_float(kv, "first_null_s"),
+                   violations=kv_int(kv, "violations"),
+                   footprint_peak=kv_int(kv, "footprint_peak"),
+                   footprint_end=kv_int(kv, "footprint_end"),
+                   touched_bytes=kv_int(kv, "touched_bytes"),
+                   status="ok" if not why else f"fail: {why}",
+                   **os_fields(kv))
+    except ValueError as exc:
+        raise BenchError(f"A {plugin.name}: unexpected output {kv!r}") from exc
+    return run, why
+
+
+def run_b(bench: Path, plugin: Plugin, host: str, repetition: int,
+          series: Path, args: argparse.Namespace) -> tuple[BRun, str]:
+    cmd = [str(bench), "--allocator", plugin.path, "--workload", "b",
+           "--host", host, "--duration", f"{args.duration:g}",
+           "--workers", str(args.workers), "--others", str(args.others),
+           "--heap-pages", str(args.heap_pages_b),
+           "--pool-bytes", str(args.pool_bytes),
+           "--sample-interval", f"{args.sample_interval:g}",
+           "--verify", args.verify_b, "--seed", str(args.seed + repetition),
+           "--csv", str(series)]
+    if args.tcs_b:
+        cmd += ["--tcs", str(args.tcs_b)]
+    kv, why = run_bench(cmd, f"B {plugin.name} {host}",
+                        args.duration * 3 + args.timeout)
+    try:
+        run = BRun(allocator=plugin.name, host=host, repetition=repetition,
+                   duration_s=kv_float(kv, "elapsed_ms") / 1e3,
+                   ecalls=kv_int(kv, "ecalls"),
+                   worker_ecalls=kv_int(kv, "worker_ecalls"),
+                   ecalls_per_s=kv_float(kv, "ecalls_per_s"),
+                   mallocs=kv_int(kv, "mallocs"), nulls=kv_int(kv, "nulls"),
+                   first_null_s=kv_float(kv, "first_null_s"),
+                   violations=kv_int(kv, "violations"),
+                   peak_live_bytes=kv_int(kv, "peak_live_bytes"),
+                   peak_footprint_bytes=kv_int(kv, "peak_footprint_bytes"),
+                   peak_touched_bytes=kv_int(kv, "peak_touched_bytes"),
+                   footprint_end=kv_int(kv, "footprint_end"),
+                   samples=kv_int(kv, "samples"), series_csv=series.name,
+                   status="ok" if not why else f"fail: {why}",
+                   **os_fields(kv))
+    except ValueError as exc:
+        raise BenchError(f"B {plugin.name}: unexpected output {kv!r}") from exc
+    return run, why
+
+
+# ------------------------------------------------------------- progress
+
+
+class Progress:
+    """The progress bar (rich, on stderr): one task counting every run."""
+
+    def __init__(self, total: int) -> None:
+        self._bar = RichProgress(
+            TextColumn("{task.description:<44}"), BarColumn(),
+            MofNCompleteColumn(), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=False)
+        self._task: TaskID = self._bar.add_task("starting", total=total)
+
+    def __enter__(self) -> Progress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+    def describe(self, text: str) -> None:
+        self._bar.update(self._task, description=text)
+
+    def advance(self) -> None:
+        self._bar.advance(self._task)
+
+    def log(self, text: str) -> None:
+        self._bar.console.print(text, markup=False, highlight=False)
+
+
+def log(text: str) -> None:
+    print(f"run_enclave: {text}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------ reporting
+
+
+def median(values: Iterable[float]) -> float:
+    return statistics.median(list(values))
+
+
+def fmt_ms(v: float) -> str:
+    return f"{v:.1f}"
+
+
+def fmt_mib(v: float) -> str:
+    return "n/a" if v < 0 else f"{v / MIB:.2f}"
+
+
+def fmt_ratio(v: Optional[float]) -> str:
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def a_medians(runs: list[ARun]) -> dict[tuple[str, int], float]:
+    """Median elapsed ms per (allocator, threads)."""
+    groups: dict[tuple[str, int], list[float]] = {}
+    for r in runs:
+        groups.setdefault((r.allocator, r.threads), []).append(r.elapsed_ms)
+    return {k: median(v) for k, v in groups.items()}
+
+
+def a_table(runs: list[ARun], names: list[str], threads: list[int],
+            args: argparse.Namespace) -> list[str]:
+    """The sample's table: one line of medians per thread count."""
+    med = a_medians(runs)
+    nulls: dict[tuple[str, int], int] = {}
+    for r in runs:
+        key = (r.allocator, r.threads)
+        nulls[key] = nulls.get(key, 0) + max(r.nulls, 0)
+    host = ("a new host thread per ECALL" if args.host_a == "new-thread"
+            else "a pool of host threads made before init")
+    lines = [
+        "Configuration:",
+        f"{'host threads':>36} = {host}",
+        f"{'heap':>36} = {args.heap_pages_a} pages, NumTCS = {args.tcs_a}",
+        f"{'num-allocations (per-thread)':>36} = {args.num_allocations}",
+        f"{'max-allocation-size':>36} = {args.max_allocation_size} bytes",
+        f"{'statistic':>36} = median of {args.repeat} run(s)",
+    ]
+    for n in threads:
+        parts = []
+        for name in names:
+            if (name, n) not in med:
+                parts.append(f"{name} = n/a")
+                continue
+            text = f"{name} = {fmt_ms(med[(name, n)])} ms"
+            if nulls.get((name, n)):
+                text += f" ({nulls[(name, n)]} NULL)"
+            parts.append(text)
+        lines += [f"num-threads = {n}:", "      " + ", ".join(parts), ""]
+    return lines
+
+
+def plot_a(runs: list[ARun], names: list[str], threads: list[int],
+           path: Path, log_y: bool, nproc: int) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    for name in names:
+        xs, ys, lo, hi = [], [], [], []
+        for n in threads:
+            el = [r.elapsed_ms for r in runs
+                  if r.allocator == name and r.threads == n]
+            if el:
+                xs.append(n)
+                ys.append(median(el))
+                lo.append(min(el))
+                hi.append(max(el))
+        if not xs:
+            continue
+        line, = ax.plot(xs, ys, marker="o", markersize=3,
+                        linewidth=2.2 if name == TESSALLOC else 1.4,
+                        label=name)
+        ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15,
+                        linewidth=0)
+    if threads and max(threads) > nproc:
+        ax.axvspan(nproc + 0.5, max(threads) + 0.5, color="grey", alpha=0.08)
+        ax.text(nproc + 0.7, 0.97, f"more threads than the {nproc} CPUs",
+                transform=ax.get_xaxis_transform(), va="top", fontsize=8,
+                color="dimgrey")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("threads (one ECALL each)")
+    ax.set_ylabel("elapsed ms (median; band: min-max)")
+    ax.set_title("Workload A: Open Enclave pluggable_allocator sample")
+    ax.set_xticks(threads)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def read_series(path: Path) -> dict[str, list[float]]:
+    """A workload-B time series (enclave_bench --csv) by column."""
+    cols: dict[str, list[float]] = {}
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            for k, v in row.items():
+                cols.setdefault(k, []).append(float(v))
+    return cols
+
+
+def plot_b_run(series: dict[str, list[float]], run: BRun, heap_bytes: int,
+               path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = series.get("t_s", [])
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    ax.plot(t, [v / MIB for v in series.get("live_bytes", [])],
+            label="live requested bytes", linewidth=1.6)
+    fp = series.get("footprint_bytes", [])
+    if fp and any(v >= 0 for v in fp):
+        ax.plot(t, [v / MIB if v >= 0 else float("nan") for v in fp],
+                label="footprint (allocator's own report)", linewidth=1.6)
+    ax.plot(t, [v / MIB for v in series.get("touched_bytes", [])],
+            label="touched pages of the region", linewidth=1.2,
+            linestyle="--")
+    ax.axhline(heap_bytes / MIB, color="grey", linewidth=0.8)
+    ax.text(0, heap_bytes / MIB, " region", va="bottom", fontsize=8,
+            color="dimgrey")
+    nulls = series.get("nulls", [])
+    first = next((t[i] for i, n in enumerate(nulls) if n > 0), None)
+    if first is not None:
+        ax.axvline(first, color="red", linewidth=0.8)
+        ax.text(first, 0.02, " first NULL", color="red", fontsize=8,
+                transform=ax.get_xaxis_transform())
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("MiB")
+    ax.set_title(f"Workload B: {run.allocator}, host {run.host} "
+                 f"({run.ecalls_per_s:,.0f} ECALLs/s, {run.nulls} NULL)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_b_host(all_series: list[tuple[str, dict[str, list[float]]]],
+                host: str, heap_bytes: int, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    for name, series in all_series:
+        t = series.get("t_s", [])
+        fp = series.get("footprint_bytes", [])
+        known = bool(fp) and all(v >= 0 for v in fp)
+        ys = fp if known else series.get("touched_bytes", [])
+        ax.plot(t, [v / MIB for v in ys],
+                label=name + ("" if known else " (touched pages)"),
+                linewidth=2.2 if name == TESSALLOC else 1.4)
+    ax.axhline(heap_bytes / MIB, color="grey", linewidth=0.8)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("footprint MiB")
+    ax.set_title(f"Workload B, host {host}: footprint in the "
+                 f"{heap_bytes / MIB:.0f} MiB region")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def verdict(ok: Optional[bool]) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "FAIL")
+
+
+def a_section(runs: list[ARun], names: list[str], threads: list[int],
+              args: argparse.Namespace, nproc: int) -> list[str]:
+    med = a_medians(runs)
+    top = max(threads)
+    md = [
+        "## Workload A: the Open Enclave pluggable_allocator sample",
+        "",
+        f"Per ECALL a FIFO of 15 live blocks and {args.num_allocations:,} "
+        f"iterations of malloc(rand() % {args.max_allocation_size}) + free of "
+        f"the oldest; one ECALL on each of N threads ({args.host_a} host "
+        f"threads), heap {args.heap_pages_a} pages, NumTCS {args.tcs_a}; "
+        f"blocks written and checked: {VERIFY_TEXT[args.verify_a]}. "
+        f"Elapsed = wall time from before the threads start until all are "
+        f"joined; median of {args.repeat} interleaved run(s) "
+        f"(+{args.warmup_rounds} warm-up round(s)).",
+        "",
+    ]
+    if top > nproc:
+        md += [f"**This machine has {nproc} CPUs: the runs with more than "
+               f"{nproc} threads are oversubscribed** (threads wait for a "
+               f"CPU, so lock-based allocators suffer less than on a machine "
+               f"with a core per thread, and times above {nproc} threads "
+               f"grow with the thread count for every allocator).", ""]
+    md += ["```"] + a_table(runs, names, threads, args) + ["```", ""]
+    ratio_cols = [n for n in names if n != TESSALLOC]
+    has_tess = TESSALLOC in names
+    head = "| threads | " + " | ".join(f"{n} ms" for n in names)
+    sep = "|---:|" + "---:|" * len(names)
+    if has_tess:
+        head += " | " + " | ".join(f"{n} ÷ tessalloc" for n in ratio_cols)
+        sep += "---:|" * len(ratio_cols)
+    md += [head + " |", sep]
+    for n in threads:
+        row = [str(n)] + [fmt_ms(med[(a, n)]) if (a, n) in med else "n/a"
+                          for a in names]
+        if has_tess:
+            tess = med.get((TESSALLOC, n))
+            row += [fmt_ratio(med[(a, n)] / tess)
+                    if tess and (a, n) in med else "n/a" for a in ratio_cols]
+        md.append("| " + " | ".join(row) + " |")
+    md += ["", "(ratio > 1: tessalloc is faster.)", ""]
+
+    # Footprint, OS calls, NULLs.
+    md += [
+        f"### Footprint at {top} threads, OS memory calls, NULLs",
+        "",
+        "Footprint = the allocator's own report (largest value seen at the "
+        "middle and end of each ECALL's loop); touched = pages of the region "
+        "that no longer hold the fill pattern at the end (a high-water mark "
+        "of the region's use, the same measure for every allocator). "
+        f"Medians over the runs at {top} threads. OS calls = mmap, munmap, "
+        "mremap, madvise, brk, sbrk made by allocator code (load = dlopen "
+        "and constructors, init = init(), after init = the rest of the run; "
+        "maximum over all runs); 'mmap'd outside' = bytes the allocator "
+        "asked of mmap/mremap at load and init (memory outside the region).",
+        "",
+        "| allocator | footprint MiB | touched MiB | OS calls load / init | "
+        "mmap'd outside MiB | OS calls after init | NULLs (thread counts) |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name in names:
+        at_top = [r for r in runs if r.allocator == name and r.threads == top]
+        mine = [r for r in runs if r.allocator == name]
+        if not mine:
+            continue
+        fp = (median(r.footprint_peak for r in at_top)
+              if at_top and all(r.footprint_peak >= 0 for r in at_top)
+              else -1.0)
+        touched = median(r.touched_bytes for r in at_top) if at_top else -1.0
+        null_counts = sorted({r.threads for r in mine if r.nulls > 0})
+        nulls = sum(max(r.nulls, 0) for r in mine)
+        null_text = (f"{nulls} ({compress(null_counts)})" if nulls else "0")
+        outside = max(r.os_mmap_bytes_load + r.os_mmap_bytes_init
+                      for r in mine)
+        md.append(
+            f"| {name} | {fmt_mib(fp)} | {fmt_mib(touched)} | "
+            f"{max(r.os_calls_load for r in mine)} / "
+            f"{max(r.os_calls_init for r in mine)} | "
+            f"{fmt_mib(outside)} | "
+            f"{max(r.os_calls_after_init for r in mine)}"
+            + (f" (+{max(r.os_calls_after_init_outside for r in mine)} "
+               f"outside)" if any(r.os_calls_after_init_outside
+                                  for r in mine) else "")
+            + f" | {null_text} |")
+    md.append("")
+    md += a_targets(runs, threads, nproc)
+    return md
+
+
+def compress(values: list[int]) -> str:
+    """[1, 2, 3, 5] -> '1-3, 5'."""
+    out: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        out.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def a_targets(runs: list[ARun], threads: list[int], nproc: int) -> list[str]:
+    med = a_medians(runs)
+    names = {r.allocator for r in runs}
+    md = ["### Targets (workload A, tessalloc)", ""]
+    if TESSALLOC not in names:
+        return md + ["tessalloc was not measured.", ""]
+    md += ["| target | measured | verdict |", "|---|---|---|"]
+    tess = {n: med[(TESSALLOC, n)] for n in threads if (TESSALLOC, n) in med}
+    if "snmalloc" in names:
+        worst = max(((tess[n] / med[("snmalloc", n)], n) for n in tess
+                     if ("snmalloc", n) in med), default=None)
+        md.append("| no slower than snmalloc at every thread count | "
+                  + ("n/a" if worst is None else
+                     f"worst tessalloc ÷ snmalloc {worst[0]:.2f} at "
+                     f"{worst[1]} threads")
+                  + f" | {verdict(None if worst is None else worst[0] <= 1)}"
+                    f" |")
+    if 1 in tess:
+        peers1 = {a: med[(a, 1)] for a in ("dlmalloc", "snmalloc")
+                  if (a, 1) in med}
+        ok = (None if not peers1
+              else all(tess[1] < v for v in peers1.values()))
+        shown = ", ".join(f"{a} {v:.1f} ms" for a, v in peers1.items())
+        md.append(f"| 1 thread: faster than both peers | tessalloc "
+                  f"{tess[1]:.1f} ms vs {shown or 'n/a'} | {verdict(ok)} |")
+    top = max(threads)
+    if top in tess and ("dlmalloc", top) in med:
+        speed = med[("dlmalloc", top)] / tess[top]
+        cond = ("(target on >= 8 cores; here "
+                f"{nproc} CPUs: recorded, not judged)" if nproc < 8 else "")
+        judged = (verdict(speed >= A_SPEEDUP_VS_DLMALLOC) if nproc >= 8
+                  else "n/a")
+        md.append(f"| {top} threads: >= {A_SPEEDUP_VS_DLMALLOC:.0f}x faster "
+                  f"than dlmalloc {cond} | {speed:.1f}x | {judged} |")
+    fp = {a: [r.footprint_peak for r in runs
+              if r.allocator == a and r.threads == top]
+          for a in (TESSALLOC, "dlmalloc")}
+    if fp[TESSALLOC] and fp["dlmalloc"] and min(fp["dlmalloc"]) > 0 \
+            and min(fp[TESSALLOC]) >= 0:
+        ratio = median(fp[TESSALLOC]) / median(fp["dlmalloc"])
+        md.append(f"| {top} threads: peak footprint <= "
+                  f"{A_FOOTPRINT_VS_DLMALLOC:.0f}x dlmalloc's | "
+                  f"{ratio:.2f}x | "
+                  f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
+    touched = {a: [r.touched_bytes for r in runs
+                   if r.allocator == a and r.threads == top]
+               for a in (TESSALLOC, "dlmalloc")}
+    if touched[TESSALLOC] and touched["dlmalloc"] \
+            and min(touched["dlmalloc"]) > 0:
+        ratio = median(touched[TESSALLOC]) / median(touched["dlmalloc"])
+        md.append(f"| {top} threads: the same for touched pages | "
+                  f"{ratio:.2f}x | "
+                  f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
+    nulls = sum(max(r.nulls, 0) for r in runs if r.allocator == TESSALLOC)
+    os_after = max(r.os_calls_after_init + r.os_calls_after_init_outside
+                   for r in runs if r.allocator == TESSALLOC)
+    md.append(f"| no NULL | {nulls} | {verdict(nulls == 0)} |")
+    md.append(f"| no OS memory call after init | {os_after} | "
+              f"{verdict(os_after == 0)} |")
+    md.append("")
+    return md
+
+
+def b_section(runs: list[BRun], names: list[str], hosts: list[str],
+              args: argparse.Namespace) -> list[str]:
+    md = [
+        "## Workload B: the fragmentation soak",
+        "",
+        f"{args.heap_pages_b * 4096 / MIB:.0f} MiB region, {args.workers} "
+        f"worker + {args.others} other threads doing ECALLs back to back for "
+        f"{args.duration:g} s; worker ECALLs: bursts of 200-2000 mallocs "
+        f"(85 % 16-512 B, 12 % 1-4 KiB, 3 % 8-32 KiB; 3 % of them calloc, "
+        f"3 % realloc), half freed as they go, the rest freed at the end "
+        f"except 2 % moved into a shared pool of long-lived blocks "
+        f"(<= {args.pool_bytes / MIB:g} MiB requested) that other threads' "
+        f"ECALLs free later. Sampled every {args.sample_interval:g} s; "
+        f"blocks written and checked: {VERIFY_TEXT[args.verify_b]}. "
+        "Footprint = the allocator's own report; touched = region pages no "
+        "longer holding the fill pattern (n/a footprint: the allocator "
+        "cannot tell). Ratios = peak ÷ peak live requested bytes.",
+        "",
+        "| allocator | host | ECALLs/s | worker ECALLs/s | peak live MiB | "
+        "peak footprint MiB | footprint ÷ live | peak touched MiB | "
+        "touched ÷ live | NULLs | first NULL s | OS calls after init | "
+        "plot |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for host in hosts:
+        for name in names:
+            for r in [x for x in runs
+                      if x.allocator == name and x.host == host]:
+                outside = (f" (+{r.os_calls_after_init_outside} outside)"
+                           if r.os_calls_after_init_outside else "")
+                md.append(
+                    f"| {name} | {host} | {r.ecalls_per_s:,.0f} | "
+                    f"{r.worker_ecalls / r.duration_s:,.0f} | "
+                    f"{fmt_mib(r.peak_live_bytes)} | "
+                    f"{fmt_mib(r.peak_footprint_bytes)} | "
+                    f"{fmt_ratio(r.footprint_ratio)} | "
+                    f"{fmt_mib(r.peak_touched_bytes)} | "
+                    f"{fmt_ratio(r.touched_ratio)} | {r.nulls:,} | "
+                    + (f"{r.first_null_s:.2f}" if r.nulls > 0 else "")
+                    + f" | {r.os_calls_after_init}{outside} | "
+                    f"[png]({Path(r.series_csv).with_suffix('.png').name}) |")
+    md.append("")
+    md += b_targets(runs, hosts)
+    return md
+
+
+def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
+    md = ["### Targets (workload B, tessalloc)", ""]
+    if not any(r.allocator == TESSALLOC for r in runs):
+        return md + ["tessalloc was not measured.", ""]
+    md += ["| host | target | measured | verdict |", "|---|---|---|---|"]
+
+    def mean_rate(name: str, host: str) -> Optional[float]:
+        rates = [r.ecalls_per_s for r in runs
+                 if r.allocator == name and r.host == host]
+        return median(rates) if rates else None
+
+    for host in hosts:
+        mine = [r for r in runs if r.allocator == TESSALLOC and r.host == host]
+        if not mine:
+            continue
+        nulls = sum(r.nulls for r in mine)
+        md.append(f"| {host} | zero NULLs | {nulls} | {verdict(nulls == 0)} |")
+        ratios = [r.footprint_ratio for r in mine
+                  if r.footprint_ratio is not None]
+        worst = max(ratios) if ratios else None
+        fits = None if worst is None else worst <= B_FOOTPRINT_RATIO
+        aim = (" (aim met)" if worst is not None and worst <= B_FOOTPRINT_AIM
+               else "")
+        md.append(f"| {host} | peak footprint <= {B_FOOTPRINT_RATIO} x peak "
+                  f"live (aim {B_FOOTPRINT_AIM}) | {fmt_ratio(worst)} | "
+                  f"{verdict(fits)}{aim} |")
+        touched = [r.touched_ratio for r in mine
+                   if r.touched_ratio is not None]
+        worst_t = max(touched) if touched else None
+        fits = None if worst_t is None else worst_t <= B_FOOTPRINT_RATIO
+        md.append(f"| {host} | the same for touched pages of the region | "
+                  f"{fmt_ratio(worst_t)} | {verdict(fits)} |")
+        tess = mean_rate(TESSALLOC, host)
+        dl = mean_rate("dlmalloc", host)
+        sn = mean_rate("snmalloc", host)
+        if tess is not None and dl:
+            md.append(f"| {host} | ECALLs/s >= {B_ECALLS_VS_DLMALLOC} x "
+                      f"dlmalloc's | {tess / dl:.2f}x | "
+                      f"{verdict(tess >= B_ECALLS_VS_DLMALLOC * dl)} |")
+        if tess is not None and sn:
+            md.append(f"| {host} | ECALLs/s >= snmalloc's | "
+                      f"{tess / sn:.2f}x | {verdict(tess >= sn)} |")
+        os_after = max(r.os_calls_after_init + r.os_calls_after_init_outside
+                       for r in mine)
+        md.append(f"| {host} | no OS memory call after init | {os_after} | "
+                  f"{verdict(os_after == 0)} |")
+    md.append("")
+    return md
+
+
+# ------------------------------------------------------------- metadata
+
+
+def _first_line(cmd: Sequence[str]) -> Optional[str]:
+    try:
+        proc = subprocess.run(list(cmd), text=True, capture_output=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (proc.stdout or proc.stderr).strip()
+    return text.splitlines()[0] if proc.returncode == 0 and text else None
+
+
+def _file_value(path: str, key: str, sep: str) -> Optional[str]:
+    """The value of the first "key<spaces>sep value" line of a file."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            name, found, value = line.partition(sep)
+            if found and name.strip() == key:
+                return value.strip().strip('"')
+    except OSError:
+        pass
+    return None
+
+
+def machine_info() -> dict[str, Any]:
+    """nproc, CPU model, memory, kernel, OS."""
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _file_value("/proc/cpuinfo", "model name", ":"),
+        "mem_total": _file_value("/proc/meminfo", "MemTotal", ":"),
+        "kernel": platform.release(),
+        "os": _file_value("/etc/os-release", "PRETTY_NAME", "="),
+        "hostname": platform.node(),
+    }
+
+
+def git_info() -> dict[str, Optional[str]]:
+    rev = _first_line(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
+    dirty = None
+    try:
+        proc = subprocess.run(["git", "-C", str(REPO_ROOT), "status",
+                               "--porcelain"], text=True, capture_output=True,
+                              timeout=30, check=False)
+        if proc.returncode == 0:
+            dirty = "yes" if proc.stdout.strip() else "no"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return {"commit": rev, "dirty": dirty}
+
+
+def compiler_info(build: Path) -> Optional[str]:
+    cc = None
+    cache = build / "CMakeCache.txt"
+    if cache.exists():
+        m = re.search(r"^CMAKE_C_COMPILER:\w+=(.*)$",
+                      cache.read_text(errors="replace"), re.MULTILINE)
+        cc = m.group(1) if m else None
+    return _first_line([cc or "cc", "--version"])
+
+
+# ------------------------------------------------------------------ main
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="tessalloc vs fixed-heap peers in a model enclave "
+                    "(workload A: OE's pluggable_allocator sample; B: the "
+                    "fragmentation soak).")
+    p.add_argument("--build", type=Path, default=REPO_ROOT / "build",
+                   help="build directory (default: <repo>/build)")
+    p.add_argument("--bench", type=Path, default=None,
+                   help="enclave_bench (default: found in --build)")
+    p.add_argument("--peers-json", type=Path, default=None,
+                   help="the peers' list (default: "
+                        "<build>/enclave-peers/peers.json)")
+    p.add_argument("--out", type=Path,
+                   default=REPO_ROOT / "docs" / "results" / "enclave",
+                   help="output directory (default: docs/results/enclave)")
+    p.add_argument("--allocators", default=None,
+                   help="comma-separated names (tessalloc, or a name in "
+                        "peers.json) or paths of plugins (default: "
+                        "tessalloc + every built peer)")
+    p.add_argument("--workloads", default="a,b",
+                   help="comma-separated subset of a,b (default: a,b)")
+    g = p.add_argument_group("workload A")
+    g.add_argument("--repeat", type=int, default=5,
+                   help="timed runs per thread count and allocator "
+                        "(median; default: 5)")
+    g.add_argument("--warmup-rounds", type=int, default=1,
+                   help="untimed rounds first (default: 1)")
+    g.add_argument("--max-threads", type=int, default=16)
+    g.add_argument("--num-allocations", type=int, default=100000)
+    g.add_argument("--max-allocation-size", type=int, default=16384)
+    g.add_argument("--host-a", choices=HOSTS, default="new-thread",
+                   help="host threads for A (default: new-thread, as in the "
+                        "sample, which starts its threads per run)")
+    g.add_argument("--heap-pages-a", type=int, default=8192)
+    g.add_argument("--tcs-a", type=int, default=16)
+    g.add_argument("--verify-a", choices=VERIFY_MODES, default="head",
+                   help="what of each block enclave_bench writes and checks "
+                        "(default: head, its first word; see README.md)")
+    g.add_argument("--log-y", action="store_true",
+                   help="logarithmic time axis in the plot")
+    g = p.add_argument_group("workload B")
+    g.add_argument("--duration", type=float, default=60.0,
+                   help="seconds per run (default: 60)")
+    g.add_argument("--hosts", default=",".join(HOSTS),
+                   help="host variants (default: pooled,new-thread)")
+    g.add_argument("--repeat-b", type=int, default=1,
+                   help="runs per allocator and host (default: 1)")
+    g.add_argument("--workers", type=int, default=16)
+    g.add_argument("--others", type=int, default=4)
+    g.add_argument("--heap-pages-b", type=int, default=16384)
+    g.add_argument("--tcs-b", type=int, default=0,
+                   help="thread slots (default: workers + others)")
+    g.add_argument("--pool-bytes", type=int, default=16 * MIB)
+    g.add_argument("--sample-interval", type=float, default=0.5)
+    g.add_argument("--verify-b", choices=VERIFY_MODES, default="sig",
+                   help="what of each block is written and checked "
+                        "(default: sig, first/last word + one per 4 KiB)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=300,
+                   help="seconds before a run of A is killed; B gets "
+                        "3 x duration + this (default: 300)")
+    p.add_argument("--quick", action="store_true",
+                   help="seconds-long check of the tooling: A with 2000 "
+                        "allocations, 1-3 threads, 1 run; B 1.5 s "
+                        "(overrides those options; numbers meaningless)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.num_allocations, args.max_threads = 2000, 3
+        args.repeat, args.warmup_rounds, args.repeat_b = 1, 0, 1
+        args.duration, args.sample_interval = 1.5, 0.25
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    args.hosts = [h for h in args.hosts.split(",") if h]
+    if any(w not in WORKLOADS for w in args.workloads):
+        p.error("--workloads takes a, b or a,b")
+    if any(h not in HOSTS for h in args.hosts):
+        p.error("--hosts takes pooled, new-thread or both")
+    if args.repeat < 1 or args.repeat_b < 1 or args.max_threads < 1:
+        p.error("--repeat, --repeat-b and --max-threads must be >= 1")
+    if args.peers_json is None:
+        args.peers_json = args.build / "enclave-peers" / "peers.json"
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    command = shlex.join([sys.executable, *sys.argv] if argv is None
+                         else ["run_enclave.py", *argv])
+    bench = args.bench or find_bench(args.build)
+    plugins, skipped = collect_plugins(args, bench)
+    for s in skipped:
+        log(f"SKIPPED {s}")
+    if not plugins:
+        log("no allocator to measure")
+        return 1
+    names = [p.name for p in plugins]
+    machine = machine_info()
+    nproc = int(machine["nproc"])
+    threads = list(range(1, args.max_threads + 1))
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+
+    failures: list[str] = []  # tool errors and tessalloc's failed checks
+    findings: list[str] = []  # peers' failed checks: results, not errors
+
+    def note(name: str, text: str) -> None:
+        (failures if name == TESSALLOC or not name else findings).append(text)
+
+    a_runs: list[ARun] = []
+    b_runs: list[BRun] = []
+    rounds = args.warmup_rounds + args.repeat
+    total = ((rounds * len(threads) * len(plugins)
+              if "a" in args.workloads else 0)
+             + (args.repeat_b * len(args.hosts) * len(plugins)
+                if "b" in args.workloads else 0))
+    with Progress(total) as progress:
+        if "a" in args.workloads:
+            for rnd in range(rounds):
+                warm = rnd < args.warmup_rounds
+                rep = rnd - args.warmup_rounds + 1
+                label = "warm-up" if warm else f"{rep}/{args.repeat}"
+                for n in threads:
+                    for plug in plugins:
+                        progress.describe(f"A {plug.name} {n} thr ({label})")
+                        try:
+                            run, why = run_a(bench, plug, n, max(rep, 0),
+                                             args)
+                            if not warm:
+                                a_runs.append(run)
+                            if why and not warm:
+                                note(plug.name, f"A {plug.name} {n} threads "
+                                     f"run {rep}: {why}")
+                        except BenchError as exc:
+                            note(plug.name, str(exc))
+                            progress.log(f"FAILED: {exc}")
+                        progress.advance()
+        if "b" in args.workloads:
+            for rep in range(1, args.repeat_b + 1):
+                for host in args.hosts:
+                    for plug in plugins:
+                        progress.describe(f"B {plug.name} {host} "
+                                          f"({args.duration:g} s)")
+                        suffix = f"_r{rep}" if args.repeat_b > 1 else ""
+                        series_csv = out / f"b_{plug.name}_{host}{suffix}.csv"
+                        try:
+                            brun, why = run_b(bench, plug, host, rep,
+                                              series_csv, args)
+                            b_runs.append(brun)
+                            if why:
+                                note(plug.name, f"B {plug.name} {host}: "
+                                     f"{why}")
+                        except BenchError as exc:
+                            note(plug.name, str(exc))
+                            progress.log(f"FAILED: {exc}")
+                        progress.advance()
+    finished = datetime.datetime.now(datetime.timezone.utc)
+
+    # ---- files
+    plots_ok = True
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        plots_ok = False
+        skipped.append("plots: matplotlib not installed")
+        log("SKIPPED plots: matplotlib not installed")
+    table: list[str] = []
+    if a_runs:
+        with (out / "a_runs.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=A_FIELDS)
+            w.writeheader()
+            for r in a_runs:
+                w.writerow(dataclasses.asdict(r))
+        table = a_table(a_runs, names, threads, args)
+        (out / "a_table.txt").write_text("\n".join(table) + "\n")
+        if plots_ok:
+            plot_a(a_runs, names, threads, out / "a_time_vs_threads.png",
+                   args.log_y, nproc)
+    heap_b = args.heap_pages_b * 4096
+    if b_runs:
+        with (out / "b_runs.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=B_FIELDS + [
+                "footprint_ratio", "touched_ratio"])
+            w.writeheader()
+            for br in b_runs:
+                row: dict[str, Any] = dataclasses.asdict(br)
+                row["footprint_ratio"] = fmt_ratio(br.footprint_ratio)
+                row["touched_ratio"] = fmt_ratio(br.touched_ratio)
+                w.writerow(row)
+        if plots_ok:
+            for host in args.hosts:
+                per_host: list[tuple[str, dict[str, list[float]]]] = []
+                for br in [x for x in b_runs if x.host == host]:
+                    path = out / br.series_csv
+                    if not path.is_file():
+                        continue
+                    series = read_series(path)
+                    plot_b_run(series, br, heap_b, path.with_suffix(".png"))
+                    if br.repetition == 1:
+                        per_host.append((br.allocator, series))
+                if per_host:
+                    plot_b_host(per_host, host, heap_b,
+                                out / f"b_{host}_footprint.png")
+
+    meta: dict[str, Any] = {
+        "command": command,
+        "wrapper_command": os.environ.get("TESSBENCH_COMMAND"),
+        "cwd": os.getcwd(),
+        "started_utc": started.isoformat(timespec="seconds"),
+        "finished_utc": finished.isoformat(timespec="seconds"),
+        "machine": machine,
+        "git": git_info(),
+        "compiler": compiler_info(args.build),
+        "enclave_bench": str(bench),
+        "allocators": [dataclasses.asdict(p) for p in plugins],
+        "skipped": skipped,
+        "failures": failures,
+        "findings": findings,
+        "settings": {
+            "workloads": args.workloads, "quick": args.quick,
+            "seed": args.seed,
+            "a": {"repeat": args.repeat, "warmup_rounds": args.warmup_rounds,
+                  "threads": threads, "host": args.host_a,
+                  "num_allocations": args.num_allocations,
+                  "max_allocation_size": args.max_allocation_size,
+                  "heap_pages": args.heap_pages_a, "tcs": args.tcs_a,
+                  "verify": args.verify_a,
+                  "order": "interleaved: for each round, for each thread "
+                           "count, every allocator in turn"},
+            "b": {"duration_s": args.duration, "hosts": args.hosts,
+                  "repeat": args.repeat_b, "workers": args.workers,
+                  "others": args.others, "heap_pages": args.heap_pages_b,
+                  "tcs": args.tcs_b or args.workers + args.others,
+                  "pool_bytes": args.pool_bytes,
+                  "sample_interval_s": args.sample_interval,
+                  "verify": args.verify_b,
+                  "order": "for each host variant, every allocator in turn"},
+        },
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    md = summary_markdown(meta, plugins, a_runs, b_runs, threads, args, nproc)
+    (out / "summary.md").write_text("\n".join(md) + "\n")
+    if table:
+        print("\n".join(table))
+    for host in args.hosts if b_runs else []:
+        for br in [x for x in b_runs if x.host == host]:
+            fp = ("n/a" if br.footprint_ratio is None else
+                  f"{fmt_mib(br.peak_footprint_bytes)} MiB "
+                  f"({fmt_ratio(br.footprint_ratio)}x)")
+            print(f"B {br.allocator:>10} {host:>10}: "
+                  f"{br.ecalls_per_s:9,.0f} ECALLs/s, peak live "
+                  f"{fmt_mib(br.peak_live_bytes)} MiB, footprint {fp}, "
+                  f"touched "
+                  f"{fmt_mib(br.peak_touched_bytes)} MiB "
+                  f"({fmt_ratio(br.touched_ratio)}x), {br.nulls} NULL")
+    log(f"results in {out}/ (summary.md, meta.json, CSV and PNG files)")
+    for f in findings:
+        log(f"finding: {f}")
+    if failures:
+        log(f"{len(failures)} FAILURE(S); see summary.md")
+        return 1
+    return 0
+
+
+def summary_markdown(meta: dict[str, Any], plugins: list[Plugin],
+                     a_runs: list[ARun], b_runs: list[BRun],
+                     threads: list[int], args: argparse.Namespace,
+                     nproc: int) -> list[str]:
+    m = meta["machine"]
+    names = [p.name for p in plugins]
+    md = [
+        "# tessalloc enclave benchmark",
+        "",
+        f"- command: `{meta['command']}`"
+        + (f" (via `{meta['wrapper_command']}`)" if meta["wrapper_command"]
+           else ""),
+        f"- date: {meta['started_utc']} – {meta['finished_utc']} (UTC)",
+        f"- machine: {m['nproc']} CPUs usable, {m['cpu_model']}, "
+        f"{m['mem_total']}, {m['os']}, Linux {m['kernel']}",
+        f"- git: {meta['git']['commit'] or '(no commit)'}"
+        + (" (working tree dirty)" if meta["git"]["dirty"] == "yes" else ""),
+        f"- compiler: {meta['compiler']}",
+        "",
+    ]
+    if args.quick:
+        md += ["**QUICK RUN (--quick): a check of the tooling; the numbers "
+               "below mean nothing.**", ""]
+    md += ["## Allocators", "",
+           "| allocator | version | plugin | source |", "|---|---|---|---|"]
+    for p in plugins:
+        md.append(f"| {p.name} | {p.version} | {p.path} | {p.source} |")
+    md.append("")
+    for s in meta["skipped"]:
+        md.append(f"- skipped: {s}")
+    if meta["skipped"]:
+        md.append("")
+    md += ["Every allocator runs in a fresh process (one enclave per run), "
+           "in the same pattern-filled region, under the same checks: "
+           "pointers inside the region, block contents, the bytes around "
+           "the region, OS memory calls after init (interposed), NULL "
+           "returns. See bench/enclave/README.md.", ""]
+    if a_runs:
+        md += a_section(a_runs, names, threads, args, nproc)
+    if b_runs:
+        md += b_section(b_runs, names, args.hosts, args)
+    if meta["findings"]:
+        md += ["## Findings (peers whose checks failed)", ""]
+        md += [f"- {f}" for f in meta["findings"]] + [""]
+    if meta["failures"]:
+        md += ["## Failures", ""] + [f"- {f}" for f in meta["failures"]]
+        md.append("")
+    return md
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Unit tests of run_enclave.py's parsing and formatting (no benchmark runs).
+
+    python3 bench/enclave/test_run_enclave.py     (needs rich, like the runner)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_enclave as re_mod  # noqa: E402  (beside this file)
+
+
+def a_run(name: str, threads: int, ms: float, nulls: int = 0) -> re_mod.ARun:
+    return re_mod.ARun(
+        allocator=name, host="new-thread", threads=threads, repetition=1,
+        elapsed_ms=ms, nulls=nulls, first_null_s=-1.0, violations=0,
+        os_calls_load=0, os_calls_init=0, os_calls_after_init=0,
+        os_calls_after_init_outside=0, os_mmap_bytes_load=0,
+        os_mmap_bytes_init=0, os_mmap_bytes_after_init=0,
+        footprint_peak=1 << 20, footprint_end=1 << 20, touched_bytes=1 << 20,
+        status="ok")
+
+
+class ParseTest(unittest.TestCase):
+    def test_parse_result_takes_the_last_result_line(self) -> None:
+        out = ("tessalloc = 1.0 ms\nresult workload=a elapsed_ms=1.5\n"
+               "noise\nresult workload=a elapsed_ms=2.5 status=ok\n")
+        kv = re_mod.parse_result(out)
+        self.assertEqual(kv["elapsed_ms"], "2.5")
+        self.assertEqual(kv["status"], "ok")
+        self.assertEqual(re_mod.parse_result("no result here"), {})
+
+    def test_compress(self) -> None:
+        self.assertEqual(re_mod.compress([1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8")
+        self.assertEqual(re_mod.compress([]), "")
+
+    def test_read_peers(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            (d / "libfixed_a.so").write_bytes(b"")
+            (d / "peers.json").write_text(json.dumps({"peers": [
+                {"name": "a", "status": "ok", "path": "libfixed_a.so",
+                 "version": "1.2", "source": "crates.io:a"},
+                {"name": "b", "status": "missing", "path": "",
+                 "reason": "cargo not installed"},
+                {"name": "c", "status": "ok", "path": str(d / "gone.so")},
+            ]}))
+            found, skipped = re_mod.read_peers(d / "peers.json")
+            self.assertEqual([p.name for p in found], ["a"])
+            self.assertEqual(found[0].path, str(d / "libfixed_a.so"))
+            self.assertEqual(found[0].version, "1.2")
+            self.assertEqual(len(skipped), 2)
+            self.assertIn("cargo not installed", skipped[0])
+            none, why = re_mod.read_peers(d / "absent.json")
+            self.assertEqual(none, [])
+            self.assertIn("not found", why[0])
+
+    def test_order_plugins(self) -> None:
+        plugins = [re_mod.Plugin(n, n, "?", "") for n in
+                   ("mimalloc3", "extra", "tessalloc", "dlmalloc",
+                    "snmalloc")]
+        self.assertEqual([p.name for p in re_mod.order_plugins(plugins)],
+                         ["dlmalloc", "snmalloc", "tessalloc", "mimalloc3",
+                          "extra"])
+
+
+class TableTest(unittest.TestCase):
+    def test_sample_style_table(self) -> None:
+        args = argparse.Namespace(host_a="new-thread", heap_pages_a=8192,
+                                  tcs_a=16, num_allocations=100000,
+                                  max_allocation_size=16384, repeat=3)
+        runs = [a_run("dlmalloc", 1, v) for v in (5.0, 6.0, 9.0)]
+        runs += [a_run("snmalloc", 1, v) for v in (2.75, 2.8, 3.0)]
+        runs += [a_run("mimalloc3", 1, 3.3, nulls=4)]
+        lines = re_mod.a_table(runs, ["dlmalloc", "snmalloc", "tessalloc",
+                                      "mimalloc3"], [1], args)
+        i = lines.index("num-threads = 1:")
+        self.assertEqual(lines[i + 1],
+                         "      dlmalloc = 6.0 ms, snmalloc = 2.8 ms, "
+                         "tessalloc = n/a, mimalloc3 = 3.3 ms (4 NULL)")
+        self.assertEqual(lines[i + 2], "")
+
+
+if __name__ == "__main__":
+    unittest.main()
