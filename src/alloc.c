@@ -79,11 +79,11 @@ static tess_heap_t *heap_or_acquire(void) {
 
 /* Any size, any alignment (power of two): slab, large or huge. */
 static void *alloc_slow(size_t size, size_t align, bool zero) {
-  if (align == 0 && size > tessi_slab_limit) {
-    /* a large block the heap kept: no lock (nor init: a thread without a
-     * heap keeps nothing) */
-    tess_page_t *d =
-        tessi_heap_span_take(tessi_tls_heap, (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT);
+  tess_heap_t *own = tessi_tls_heap;
+  /* a large block the heap kept: no lock. (A thread with a heap has seen
+   * init, so reading the slab limit is safe.) */
+  if (own != &tessi_heap_empty && align == 0 && size > tessi_slab_limit) {
+    tess_page_t *d = tessi_heap_span_take(own, (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT);
     if (d != NULL) {
       void *p = (void *)tessi_page_addr(tessi_region_of_page(d), d);
       return zero ? memset(p, 0, size) : p;
@@ -115,14 +115,14 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
 
 /* Pops a block off the current slab for `size`: direct[] up to 1 KiB, the
  * class's current slab up to the largest class. (Classes beyond the
- * run-time slab limit have no slabs: their current slab is the empty
- * page.) NULL sends the caller to its slow path. */
+ * run-time slab limit, read only after init, have no slabs: their current
+ * slab is the empty page.) NULL sends the caller to its slow path. */
 static inline void *pop_current(size_t size) {
   tess_heap_t *h = tessi_tls_heap;
   tess_page_t *d;
   if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
     d = h->direct[(size + 15) >> 4];
-  } else if (size <= tessi_slab_limit) {
+  } else if (size <= TESS_SLAB_MAX_SIZE) {
     d = h->current[tessi_class_of(size)];
   } else {
     return NULL;

@@ -278,11 +278,13 @@ static void process_delayed(tess_heap_t *h) {
  * detaches a slab. */
 #define ORPHAN_BUCKETS 4
 /* Each class's orphans are split over a few lists, each heap using its own
- * first, so threads ending calls together do not all meet on one lock. */
-#define ORPHAN_SHARDS 4
+ * first and moving on to another when one is busy, so threads ending or
+ * starting calls together do not queue on one lock. */
+#define ORPHAN_SHARDS 8
 
 typedef struct orphan_list_s {
   tess_lock_t lock;
+  _Atomic(uint32_t) with_room; /* slabs in the buckets: a lock-free peek */
   uint32_t takes;
   tess_bin_t bucket[ORPHAN_BUCKETS]; /* with room; [ORPHAN_BUCKETS - 1]: fullest */
   tess_bin_t full;                   /* no free block when filed */
@@ -316,17 +318,37 @@ static void list_push(tess_bin_t *list, tess_page_t *d) {
 static void orphan_file_locked(orphan_list_t *list, tess_page_t *d) {
   uint32_t blocks = tessi_classes[d->size_class].slab_blocks;
   uint32_t out = (uint32_t)d->state;
-  list_push(out >= blocks ? &list->full : &list->bucket[out * ORPHAN_BUCKETS / blocks], d);
+  if (out >= blocks) {
+    list_push(&list->full, d);
+  } else {
+    list_push(&list->bucket[out * ORPHAN_BUCKETS / blocks], d);
+    atomic_store_explicit(&list->with_room, list->with_room + 1, memory_order_relaxed);
+  }
+}
+
+static void orphan_unfile_locked(orphan_list_t *list, tess_bin_t *bucket, tess_page_t *d) {
+  list_unlink(bucket, d);
+  if (bucket != &list->full) {
+    atomic_store_explicit(&list->with_room, list->with_room - 1, memory_order_relaxed);
+  }
 }
 
 /* Files the chain (through next) of orphans of one class, all collected,
  * without bias, with some block out, in h's shard. */
 static void orphans_push(tess_heap_t *h, tess_page_t *chain) {
-  orphan_list_t *list = &orphans[chain->size_class][h->shard];
+  orphan_list_t *shards = orphans[chain->size_class];
   for (tess_page_t *d = chain; d != NULL; d = d->next) {
     atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
   }
-  tessi_lock(&list->lock);
+  orphan_list_t *list = NULL;
+  for (unsigned k = 0; k < ORPHAN_SHARDS && list == NULL; k++) {
+    orphan_list_t *candidate = &shards[(h->shard + k) % ORPHAN_SHARDS];
+    if (tessi_trylock(&candidate->lock)) list = candidate;
+  }
+  if (list == NULL) {
+    list = &shards[h->shard];
+    tessi_lock(&list->lock);
+  }
   while (chain != NULL) {
     tess_page_t *next = chain->next;
     orphan_file_locked(list, chain);
@@ -344,7 +366,7 @@ static void orphans_tend_locked(orphan_list_t *list, unsigned cls, tess_page_t *
   if (oldest != NULL) {
     tessi_slab_collect(oldest);
     if ((uint32_t)oldest->state < tessi_classes[cls].slab_blocks) {
-      list_unlink(&list->full, oldest);
+      orphan_unfile_locked(list, &list->full, oldest);
       orphan_file_locked(list, oldest);
     }
   }
@@ -352,28 +374,47 @@ static void orphans_tend_locked(orphan_list_t *list, unsigned cls, tess_page_t *
   if (oldest != NULL) {
     tessi_slab_collect(oldest);
     if (oldest->state == 0) {
-      list_unlink(&list->bucket[0], oldest);
+      orphan_unfile_locked(list, &list->bucket[0], oldest);
       *released = oldest;
     }
   }
 }
 
-/* The fullest orphan of class cls with room, from h's shard first,
+/* Takes the fullest orphan with room of a locked list, or NULL. */
+static tess_page_t *orphan_pick_locked(orphan_list_t *list) {
+  for (unsigned b = ORPHAN_BUCKETS; b-- > 0;) {
+    tess_page_t *d = list->bucket[b].first;
+    if (d != NULL) {
+      orphan_unfile_locked(list, &list->bucket[b], d);
+      return d;
+    }
+  }
+  return NULL;
+}
+
+/* The fullest orphan of class cls with room, from h's shard first (busy
+ * shards are passed over, and waited for only if no other one had any),
  * collected and now h's; or NULL. */
 static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
+  orphan_list_t *shards = orphans[cls];
   tess_page_t *released = NULL, *d = NULL;
+  unsigned busy = 0; /* bit k: shard h->shard + k was locked when tried */
   for (unsigned k = 0; k < ORPHAN_SHARDS && d == NULL; k++) {
-    orphan_list_t *list = &orphans[cls][(h->shard + k) % ORPHAN_SHARDS];
-    if (list->bucket[0].first == NULL && list->bucket[1].first == NULL &&
-        list->bucket[2].first == NULL && list->bucket[3].first == NULL && k > 0) {
-      continue; /* a racy peek at another shard: a miss is harmless */
+    orphan_list_t *list = &shards[(h->shard + k) % ORPHAN_SHARDS];
+    if (atomic_load_explicit(&list->with_room, memory_order_relaxed) == 0) continue;
+    if (!tessi_trylock(&list->lock)) {
+      busy |= 1u << k;
+      continue;
     }
-    tessi_lock(&list->lock);
     if (k == 0) orphans_tend_locked(list, cls, &released);
-    for (unsigned b = ORPHAN_BUCKETS; b-- > 0 && d == NULL;) {
-      d = list->bucket[b].first;
-      if (d != NULL) list_unlink(&list->bucket[b], d);
-    }
+    d = orphan_pick_locked(list);
+    tessi_unlock(&list->lock);
+  }
+  for (unsigned k = 0; k < ORPHAN_SHARDS && d == NULL; k++) {
+    if (!(busy & (1u << k))) continue;
+    orphan_list_t *list = &shards[(h->shard + k) % ORPHAN_SHARDS];
+    tessi_lock(&list->lock);
+    d = orphan_pick_locked(list);
     tessi_unlock(&list->lock);
   }
   if (released != NULL) slab_release(released);
@@ -395,7 +436,7 @@ static void orphans_sweep(void) {
         next = d->next;
         tessi_slab_collect(d);
         if (d->state == 0) {
-          list_unlink(bucket, d);
+          orphan_unfile_locked(list, bucket, d);
           d->next = empty;
           empty = d;
         }
@@ -411,8 +452,8 @@ static void orphans_sweep(void) {
 }
 
 static bool orphans_exist(unsigned cls) {
-  for (unsigned i = 0; i < ORPHAN_SHARDS * ORPHAN_BUCKETS; i++) {
-    if (orphans[cls][i / ORPHAN_BUCKETS].bucket[i % ORPHAN_BUCKETS].first != NULL) return true;
+  for (unsigned k = 0; k < ORPHAN_SHARDS; k++) {
+    if (atomic_load_explicit(&orphans[cls][k].with_room, memory_order_relaxed) != 0) return true;
   }
   return false;
 }

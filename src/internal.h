@@ -43,6 +43,10 @@ static inline void tessi_lock(tess_lock_t *lock) {
   if (TESS_LIKELY(!atomic_exchange_explicit(&lock->held, 1, memory_order_acquire))) return;
   tessi_lock_slow(lock);
 }
+static inline bool tessi_trylock(tess_lock_t *lock) {
+  return atomic_load_explicit(&lock->held, memory_order_relaxed) == 0 &&
+         !atomic_exchange_explicit(&lock->held, 1, memory_order_acquire);
+}
 static inline void tessi_unlock(tess_lock_t *lock) {
   atomic_store_explicit(&lock->held, 0, memory_order_release);
 }
