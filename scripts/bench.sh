@@ -1,29 +1,37 @@
 #!/usr/bin/env bash
-# The benchmark job: tessalloc vs glibc, jemalloc, mimalloc 2 and mimalloc 3.
+# The benchmark jobs.
 #
-#   scripts/bench.sh [core_bench.py options...]
+#   scripts/bench.sh [enclave] [run_enclave.py options...]   the main job
+#   scripts/bench.sh core [core_bench.py options...]
 #
-# 1. installs what is missing: valgrind, python3-venv (and cmake/gcc/make if
-#    absent) with apt-get; rich into a venv at .cache/venv; the peer
-#    allocators via scripts/fetch_peers.sh (cached under .cache/peers);
-# 2. configures and builds the project in Release into build/ (the targets
-#    tessalloc, bench_core, pair, rusage_run);
-# 3. runs bench/core_bench.py (default: 5 interleaved repetitions of each
-#    mix for each allocator, then callgrind instruction counts), which
-#    prints the tables and writes docs/results/core/ (summary.md, runs.csv,
-#    callgrind.csv, meta.json with this command line).
+# enclave (default): tessalloc against dlmalloc (one global lock, as Open
+#   Enclave's default), snmalloc (fixed-range configuration) and mimalloc 3,
+#   each given one fixed heap: workload A (Open Enclave's pluggable_allocator
+#   sample, 1..16 threads: the sample's table and a plot of time vs
+#   threads) and workload B (the fragmentation soak: footprint against live
+#   bytes over time). Writes docs/results/enclave/.
+# core: tessalloc against glibc, jemalloc, mimalloc 2 and mimalloc 3 as the
+#   process's malloc: three allocation mixes and callgrind instructions per
+#   malloc+free pair. Writes docs/results/core/.
 #
-# Arguments are passed to core_bench.py (e.g. --repeat 3, --out DIR,
-# --no-callgrind; see python3 bench/core_bench.py --help). BUILD_DIR
-# overrides build/. Works as root on a fresh Debian 12; as another user it
-# uses sudo for apt-get.
+# Installs what is missing: cmake, a C/C++ toolchain, valgrind and
+# python3-venv with apt-get; rich and matplotlib into a venv at .cache/venv;
+# the peers from their registries (apt, PyPI, crates.io) through
+# scripts/fetch_peers.sh and scripts/fetch_fixed_peers.sh (cached under
+# .cache/). Builds the project in Release into build/ (BUILD_DIR overrides).
+# Works as root on a fresh Debian 12; as another user it uses sudo for apt.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 build="${BUILD_DIR:-build}"
 venv="$repo/.cache/venv"
-invocation="${BUILD_DIR:+BUILD_DIR=$(printf %q "$BUILD_DIR") }scripts/bench.sh"
+job=enclave
+if (($#)) && [[ "$1" == enclave || "$1" == core ]]; then
+  job=$1
+  shift
+fi
+invocation="${BUILD_DIR:+BUILD_DIR=$(printf %q "$BUILD_DIR") }scripts/bench.sh $job"
 if (($#)); then invocation+="$(printf ' %q' "$@")"; fi
 
 say() { printf '\n== %s\n' "$*" >&2; }
@@ -48,7 +56,8 @@ apt_install() { # apt_install PKG... (only the ones not installed)
 }
 
 say "system packages"
-need=(valgrind python3 python3-venv ca-certificates)
+need=(python3 python3-venv ca-certificates g++ binutils)
+[[ $job == core ]] && need+=(valgrind)
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
@@ -59,17 +68,26 @@ if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -m pip --version >/dev/
   rm -rf "$venv"
   python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import rich' 2>/dev/null; then
-  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet rich
+if ! "$venv/bin/python" -c 'import rich, matplotlib' 2>/dev/null; then
+  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet rich matplotlib
 fi
-
-say "peer allocators"
-TESSBENCH_PYTHON="$venv/bin/python" scripts/fetch_peers.sh
 
 say "build ($build, Release)"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$build" -j "$(nproc)" --target tessalloc bench_core pair rusage_run
+if [[ $job == core ]]; then
+  cmake --build "$build" -j "$(nproc)" --target tessalloc bench_core pair rusage_run
+else
+  cmake --build "$build" -j "$(nproc)" --target enclave_bench fixed_tessalloc
+fi
 
-say "benchmark"
 export TESSBENCH_COMMAND="$invocation"
-exec "$venv/bin/python" bench/core_bench.py --build "$build" "$@"
+if [[ $job == core ]]; then
+  say "peer allocators"
+  TESSBENCH_PYTHON="$venv/bin/python" scripts/fetch_peers.sh
+  say "benchmark"
+  exec "$venv/bin/python" bench/core_bench.py --build "$build" "$@"
+fi
+say "fixed-heap peer allocators"
+TESSBENCH_PYTHON="$venv/bin/python" scripts/fetch_fixed_peers.sh "$build"
+say "enclave benchmark"
+exec "$venv/bin/python" bench/enclave/run_enclave.py --build "$build" "$@"

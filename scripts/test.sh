@@ -9,7 +9,8 @@
 #
 # Installs what it needs from Debian (as root, or through sudo): a C
 # toolchain, cmake, pkg-config, and the programs the preload tests run
-# (python3, sqlite3, git, coreutils).
+# (python3, sqlite3, git, coreutils); and rich and matplotlib from PyPI into
+# .cache/venv for the enclave runner's tests.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,6 +29,17 @@ if ((${#missing[@]})); then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     "${missing[@]}"
+fi
+
+# The enclave runner's tests need rich and matplotlib: the same venv as
+# scripts/bench.sh (without it they are left out, not failed).
+venv="$repo/.cache/venv"
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import rich, matplotlib' 2>/dev/null; then
+  dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q ' installed$' ||
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-venv
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet rich matplotlib
 fi
 
 jobs="$(nproc)"

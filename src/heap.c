@@ -1,9 +1,11 @@
 /* Heaps: per-thread bins of slabs, pooled.
  *
  * A thread takes a heap from the pool on its first allocation and gives it
- * back, slabs and all, when it exits; the next thread takes it warm. So the
- * number of heaps is the peak number of threads alive at once, not the
- * number of threads ever created, and thread churn does not grow memory.
+ * back when it exits (or calls tess_thread_cleanup); the next thread takes
+ * it warm. So the number of heaps is the peak number of threads alive at
+ * once, not the number of threads ever created, and thread churn does not
+ * grow memory. In fixed mode a heap gives its slabs away when given back
+ * (see orphans below), so an idle heap pins nothing.
  * A heap is used by one thread at a time: everything here except the
  * delayed list and the pool runs without locks or atomics. */
 #include "internal.h"
@@ -44,41 +46,41 @@ static bool in_bin(tess_heap_t *h, const tess_page_t *d) {
   return d->prev != NULL || h->bins[d->size_class].first == d;
 }
 
-static void bin_unlink(tess_heap_t *h, tess_page_t *d) {
-  tess_bin_t *bin = &h->bins[d->size_class];
+/* Doubly linked lists of slabs through their next/prev: a heap's bins and
+ * full list, the orphan lists. */
+static void list_unlink(tess_bin_t *list, tess_page_t *d) {
   if (d->prev != NULL)
     d->prev->next = d->next;
   else
-    bin->first = d->next;
+    list->first = d->next;
   if (d->next != NULL)
     d->next->prev = d->prev;
   else
-    bin->last = d->prev;
+    list->last = d->prev;
   d->next = d->prev = NULL;
 }
 
-/* The full list (detached slabs) shares the slabs' next/prev links. */
-static void full_push(tess_heap_t *h, tess_page_t *d) {
+static void list_push(tess_bin_t *list, tess_page_t *d) {
   d->prev = NULL;
-  d->next = h->full.first;
-  if (h->full.first != NULL)
-    h->full.first->prev = d;
+  d->next = list->first;
+  if (list->first != NULL)
+    list->first->prev = d;
   else
-    h->full.last = d;
-  h->full.first = d;
+    list->last = d;
+  list->first = d;
 }
 
-static void full_unlink(tess_heap_t *h, tess_page_t *d) {
-  if (d->prev != NULL)
-    d->prev->next = d->next;
+static void list_append(tess_bin_t *list, tess_page_t *d) {
+  d->next = NULL;
+  d->prev = list->last;
+  if (list->last != NULL)
+    list->last->next = d;
   else
-    h->full.first = d->next;
-  if (d->next != NULL)
-    d->next->prev = d->prev;
-  else
-    h->full.last = d->prev;
-  d->next = d->prev = NULL;
+    list->first = d;
+  list->last = d;
 }
+
+static void bin_unlink(tess_heap_t *h, tess_page_t *d) { list_unlink(&h->bins[d->size_class], d); }
 
 static void bin_remove(tess_heap_t *h, tess_page_t *d) {
   bool was_first = h->bins[d->size_class].first == d;
@@ -87,26 +89,13 @@ static void bin_remove(tess_heap_t *h, tess_page_t *d) {
 }
 
 static void bin_push_front(tess_heap_t *h, tess_page_t *d) {
-  tess_bin_t *bin = &h->bins[d->size_class];
-  d->prev = NULL;
-  d->next = bin->first;
-  if (bin->first != NULL)
-    bin->first->prev = d;
-  else
-    bin->last = d;
-  bin->first = d;
+  list_push(&h->bins[d->size_class], d);
   set_current(h, d->size_class);
 }
 
 static void bin_push_back(tess_heap_t *h, tess_page_t *d) {
   tess_bin_t *bin = &h->bins[d->size_class];
-  d->next = NULL;
-  d->prev = bin->last;
-  if (bin->last != NULL)
-    bin->last->next = d;
-  else
-    bin->first = d;
-  bin->last = d;
+  list_append(bin, d);
   if (bin->first == d) set_current(h, d->size_class);
 }
 
@@ -228,7 +217,7 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
     tessi_report_invalid("free", b, "double free");
   }
   if (d->state & TESS_STATE_DETACHED) {
-    full_unlink(h, d);
+    list_unlink(&h->full, d);
     d->state &= TESS_STATE_COUNT;
     bin_push_back(h, d); /* behind the current slab, which stays current */
   }
@@ -290,28 +279,6 @@ typedef struct orphan_list_s {
   tess_bin_t full;                   /* no free block when filed */
 } orphan_list_t;
 static orphan_list_t orphans[TESS_CLASSES][ORPHAN_SHARDS];
-
-static void list_unlink(tess_bin_t *list, tess_page_t *d) {
-  if (d->prev != NULL)
-    d->prev->next = d->next;
-  else
-    list->first = d->next;
-  if (d->next != NULL)
-    d->next->prev = d->prev;
-  else
-    list->last = d->prev;
-  d->next = d->prev = NULL;
-}
-
-static void list_push(tess_bin_t *list, tess_page_t *d) {
-  d->prev = NULL;
-  d->next = list->first;
-  if (list->first != NULL)
-    list->first->prev = d;
-  else
-    list->last = d;
-  list->first = d;
-}
 
 /* Files a collected orphan by fullness (a full one apart: it is no use
  * until blocks in it are freed). */
@@ -401,7 +368,8 @@ static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
   unsigned busy = 0; /* bit k: shard h->shard + k was locked when tried */
   for (unsigned k = 0; k < ORPHAN_SHARDS && d == NULL; k++) {
     orphan_list_t *list = &shards[(h->shard + k) % ORPHAN_SHARDS];
-    if (atomic_load_explicit(&list->with_room, memory_order_relaxed) == 0) continue;
+    /* our own shard is always looked at, to be tended */
+    if (k > 0 && atomic_load_explicit(&list->with_room, memory_order_relaxed) == 0) continue;
     if (!tessi_trylock(&list->lock)) {
       busy |= 1u << k;
       continue;
@@ -477,7 +445,7 @@ again:
     /* full: out of the bin, unless remote frees arrived meanwhile */
     if (tessi_slab_try_detach(d)) {
       bin_remove(h, d);
-      full_push(h, d);
+      list_push(&h->full, d);
     }
   }
   tessi_purge_if_due();
@@ -517,7 +485,7 @@ static void heap_trim(tess_heap_t *h) {
      * before left its block on our delayed list, from where it reaches the
      * slab later. */
     tess_page_t *d = h->full.first;
-    full_unlink(h, d);
+    list_unlink(&h->full, d);
     d->state &= TESS_STATE_COUNT;
     tessi_slab_collect(d);
     if (d->state == 0) {
