@@ -700,8 +700,9 @@ def a_section(runs: list[ARun], names: list[str], threads: list[int],
     md += [
         f"### Footprint at {top} threads, OS memory calls, NULLs",
         "",
-        "Footprint = the allocator's own report (largest value seen at the "
-        "middle and end of each ECALL's loop); touched = pages of the region "
+        "Footprint = the allocator's own peak, exact where it keeps one "
+        "(tessalloc, dlmalloc, snmalloc), else the largest value seen at the "
+        "middle and end of each ECALL's loop; touched = pages of the region "
         "that no longer hold the fill pattern at the end (a high-water mark "
         "of the region's use, the same measure for every allocator). "
         f"Medians over the runs at {top} threads. OS calls = mmap, munmap, "
