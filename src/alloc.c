@@ -314,6 +314,15 @@ size_t tess_usable_size(const void *p) {
 
 const char *tess_version_string(void) { return TESS_VERSION_TEXT; }
 
+/* Another exported name for a tess_* function, for override.c and
+ * override_oe.c: an alias must be defined in its target's translation unit. */
+#if defined(__clang__) /* no copy attribute; it does not ask for one */
+#define TESS_ALIAS(target) __attribute__((alias(#target), visibility("default"), used))
+#else
+#define TESS_ALIAS(target) \
+  __attribute__((alias(#target), copy(target), visibility("default"), used))
+#endif
+
 #if TESS_OVERRIDE
 #include "override.c"
 #endif

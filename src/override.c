@@ -5,12 +5,6 @@
  * covered too, so no pointer from glibc's allocator reaches ours or the
  * reverse. Prototypes are declared here, not taken from <stdlib.h>, whose
  * attributes differ between glibc versions. */
-#if defined(__clang__) /* no copy attribute; it does not ask for one */
-#define TESS_ALIAS(target) __attribute__((alias(#target), visibility("default"), used))
-#else
-#define TESS_ALIAS(target) \
-  __attribute__((alias(#target), copy(target), visibility("default"), used))
-#endif
 
 void *malloc(size_t size) TESS_ALIAS(tess_malloc);
 void *calloc(size_t count, size_t size) TESS_ALIAS(tess_calloc);

@@ -5,18 +5,12 @@
  * mallinfo are in oe.c. */
 #include "tessalloc_oe.h"
 
-#if defined(__clang__)
-#define TESS_OE_ALIAS(target) __attribute__((alias(#target), visibility("default"), used))
-#else
-#define TESS_OE_ALIAS(target) \
-  __attribute__((alias(#target), copy(target), visibility("default"), used))
-#endif
 
-void *oe_allocator_malloc(size_t size) TESS_OE_ALIAS(tess_malloc);
-void oe_allocator_free(void *ptr) TESS_OE_ALIAS(tess_free);
-void *oe_allocator_calloc(size_t nmemb, size_t size) TESS_OE_ALIAS(tess_calloc);
-void *oe_allocator_realloc(void *ptr, size_t size) TESS_OE_ALIAS(tess_realloc);
-void *oe_allocator_aligned_alloc(size_t alignment, size_t size) TESS_OE_ALIAS(tess_aligned_alloc);
+void *oe_allocator_malloc(size_t size) TESS_ALIAS(tess_malloc);
+void oe_allocator_free(void *ptr) TESS_ALIAS(tess_free);
+void *oe_allocator_calloc(size_t nmemb, size_t size) TESS_ALIAS(tess_calloc);
+void *oe_allocator_realloc(void *ptr, size_t size) TESS_ALIAS(tess_realloc);
+void *oe_allocator_aligned_alloc(size_t alignment, size_t size) TESS_ALIAS(tess_aligned_alloc);
 int oe_allocator_posix_memalign(void **memptr, size_t alignment, size_t size)
-    TESS_OE_ALIAS(tess_posix_memalign);
-size_t oe_allocator_malloc_usable_size(void *ptr) TESS_OE_ALIAS(tess_usable_size);
+    TESS_ALIAS(tess_posix_memalign);
+size_t oe_allocator_malloc_usable_size(void *ptr) TESS_ALIAS(tess_usable_size);
