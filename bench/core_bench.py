@@ -33,23 +33,15 @@ import dataclasses
 import datetime
 import json
 import os
-import platform
 import re
-import shlex
 import shutil
-import signal
-import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterable, Optional, Sequence, TypedDict
+from typing import Optional, Sequence, TypedDict
 
 try:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn
-    from rich.progress import Progress as RichProgress
-    from rich.progress import TaskID, TextColumn, TimeElapsedColumn
+    import rich  # noqa: F401  (benchlib.Progress draws the bar with it)
 except ImportError as _exc:
     raise SystemExit("core_bench: needs the Python package rich "
                      "(pip install rich; scripts/bench.sh installs it into "
@@ -57,8 +49,12 @@ except ImportError as _exc:
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers as peers_mod  # noqa: E402  (bench/peers.py, beside this file)
+from benchlib import (  # noqa: E402  (bench/benchlib.py, beside this file)
+    REPO_ROOT, BenchError, CommonMeta, Progress, child_env, command_line,
+    common_meta, first_line, fmt_ratio, header_lines, machine_info, make_log,
+    median, parse_kv, run_measured, skipped_lines, verdict)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+log = make_log("core_bench")
 MIXES: tuple[str, ...] = ("small", "mixed", "xthread")
 #: Iterations per mix at --scale 1 (about 0.3 s to 3 s each on a 2-core
 #: machine). The driver always passes --iterations explicitly, so this table
@@ -134,29 +130,6 @@ class CallgrindResult:
         return (self.lib_ir_n2 - self.lib_ir_n1) / (self.n2 - self.n1)
 
 
-class BenchError(RuntimeError):
-    """A benchmark program failed or printed something unexpected."""
-
-
-class MachineInfo(TypedDict):
-    """meta.json "machine"."""
-
-    nproc: int
-    cpu_count: Optional[int]
-    cpu_model: Optional[str]
-    mem_total: Optional[str]
-    kernel: str
-    os: Optional[str]
-    hostname: str
-
-
-class GitInfo(TypedDict):
-    """meta.json "git"."""
-
-    commit: Optional[str]
-    dirty: Optional[str]
-
-
 class AllocatorMeta(TypedDict):
     """One entry of meta.json "allocators": the Allocator and its runtime."""
 
@@ -183,17 +156,9 @@ class Settings(TypedDict):
     order: str
 
 
-class Meta(TypedDict):
+class Meta(CommonMeta):
     """The contents of meta.json."""
 
-    command: str
-    wrapper_command: Optional[str]
-    cwd: str
-    started_utc: str
-    finished_utc: str
-    machine: MachineInfo
-    git: GitInfo
-    compiler: Optional[str]
     valgrind: Optional[str]
     allocators: list[AllocatorMeta]
     skipped: list[str]
@@ -232,52 +197,6 @@ def find_tessalloc(build: Path) -> Optional[Path]:
 
 
 # ------------------------------------------------------- running programs
-
-
-def child_env(preload: Optional[str]) -> dict[str, str]:
-    """The environment for a measured program: ours, with only this preload."""
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    if preload:
-        env["LD_PRELOAD"] = preload
-    return env
-
-
-def run_measured(cmd: Sequence[str], env: dict[str, str],
-                 timeout: float) -> tuple[int, str, str]:
-    """Run cmd; return (exit status, stdout, stderr).
-
-    On timeout the process group gets SIGTERM (rusage_run passes it on and
-    reaps its child), then SIGKILL; the status is then -1.
-    """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env,
-                                start_new_session=True)
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        out.seek(0)
-        err.seek(0)
-        return (-1 if timed_out else proc.returncode,
-                out.read().decode(errors="replace"),
-                err.read().decode(errors="replace"))
-
-
-def parse_kv(line: str) -> dict[str, str]:
-    """The key=value tokens of one line."""
-    pairs: dict[str, str] = {}
-    for token in line.split():
-        key, sep, value = token.partition("=")
-        if sep:
-            pairs[key] = value
-    return pairs
 
 
 def identify(bench_core: Path, alloc: Allocator) -> dict[str, str]:
@@ -439,49 +358,7 @@ def measure_baseline(pair: Path, size: int, n1: int, n2: int, warmup: int,
     return (b - a) / (n2 - n1)
 
 
-# ------------------------------------------------------------- progress
-
-
-class Progress:
-    """The progress bar (rich, on stderr): one task counting every run."""
-
-    def __init__(self, total: int) -> None:
-        self._bar = RichProgress(
-            TextColumn("{task.description:<40}"), BarColumn(),
-            MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=False)
-        self._task: TaskID = self._bar.add_task("starting", total=total)
-
-    def __enter__(self) -> Progress:
-        self._bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._bar.stop()
-
-    def describe(self, text: str) -> None:
-        self._bar.update(self._task, description=text)
-
-    def advance(self) -> None:
-        self._bar.advance(self._task)
-
-    def log(self, text: str) -> None:
-        self._bar.console.print(text, markup=False, highlight=False)
-
-
-def log(text: str) -> None:
-    print(f"core_bench: {text}", file=sys.stderr, flush=True)
-
-
 # --------------------------------------------------------------- summary
-
-
-def median(values: Iterable[float]) -> float:
-    return statistics.median(list(values))
-
-
-def fmt_ratio(value: Optional[float]) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
 
 
 def mix_table(mix: str, runs: list[RunResult], allocs: list[Allocator],
@@ -572,9 +449,6 @@ def targets_section(runs: list[RunResult], cg: list[CallgrindResult],
               if r.mix == mix and r.allocator == name]
         return median(el) if el else None
 
-    def verdict(ok: Optional[bool]) -> str:
-        return "n/a" if ok is None else ("PASS" if ok else "FAIL")
-
     lines += ["| target | measured | verdict |", "|---|---|---|"]
     for r in [r for r in cg if r.allocator == TESSALLOC]:
         ref_cg = next((x for x in cg if x.allocator == reference
@@ -599,77 +473,6 @@ def targets_section(runs: list[RunResult], cg: list[CallgrindResult],
                          f"{verdict(None if o is None else t < o)} |")
     lines.append("")
     return lines
-
-
-# ------------------------------------------------------------- metadata
-
-
-def _first_line(cmd: Sequence[str]) -> Optional[str]:
-    try:
-        proc = subprocess.run(list(cmd), text=True, capture_output=True,
-                              timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = (proc.stdout or proc.stderr).strip()
-    return text.splitlines()[0] if proc.returncode == 0 and text else None
-
-
-def machine_info() -> MachineInfo:
-    """nproc, CPU model, memory, kernel, OS."""
-    cpu_model = None
-    mem_total = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_total = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    os_name = None
-    try:
-        for line in Path("/etc/os-release").read_text().splitlines():
-            if line.startswith("PRETTY_NAME="):
-                os_name = line.split("=", 1)[1].strip('"')
-    except OSError:
-        pass
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu_count": os.cpu_count(),
-        "cpu_model": cpu_model,
-        "mem_total": mem_total,
-        "kernel": platform.release(),
-        "os": os_name,
-        "hostname": platform.node(),
-    }
-
-
-def git_info() -> GitInfo:
-    rev = _first_line(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
-    dirty = None
-    try:
-        proc = subprocess.run(["git", "-C", str(REPO_ROOT), "status",
-                               "--porcelain"], text=True, capture_output=True,
-                              timeout=30, check=False)
-        if proc.returncode == 0:
-            dirty = "yes" if proc.stdout.strip() else "no"
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    return {"commit": rev, "dirty": dirty}
-
-
-def compiler_info(build: Path) -> Optional[str]:
-    cache = build / "CMakeCache.txt"
-    cc = None
-    if cache.exists():
-        for line in cache.read_text(errors="replace").splitlines():
-            if line.startswith("CMAKE_C_COMPILER:"):
-                cc = line.split("=", 1)[1]
-                break
-    return _first_line([cc or "cc", "--version"])
 
 
 # ------------------------------------------------------------------ main
@@ -771,8 +574,7 @@ def collect_allocators(args: argparse.Namespace) -> tuple[list[Allocator],
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     started = datetime.datetime.now(datetime.timezone.utc)
-    command = shlex.join([sys.executable, *sys.argv] if argv is None
-                         else ["core_bench.py", *argv])
+    command = command_line(argv, "core_bench.py")
     programs = find_programs(args.build)
     bench_core, pair = programs["bench_core"], programs["pair"]
     allocs, skipped = collect_allocators(args)
@@ -888,15 +690,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              ""])
 
     meta: Meta = {
-        "command": command,
-        "wrapper_command": os.environ.get("TESSBENCH_COMMAND"),
-        "cwd": os.getcwd(),
-        "started_utc": started.isoformat(timespec="seconds"),
-        "finished_utc": finished.isoformat(timespec="seconds"),
-        "machine": machine_info(),
-        "git": git_info(),
-        "compiler": compiler_info(args.build),
-        "valgrind": (_first_line(["valgrind", "--version"])
+        **common_meta(command, started, finished, machine_info(), args.build),
+        "valgrind": (first_line(["valgrind", "--version"])
                      if do_callgrind else None),
         "allocators": [
             {"name": a.name, "preload": a.preload, "version": a.version,
@@ -932,19 +727,7 @@ def summary_markdown(meta: Meta, runs: list[RunResult],
                      cg: list[CallgrindResult], baseline: dict[int, float],
                      allocs: list[Allocator], reference: Optional[str],
                      args: argparse.Namespace) -> list[str]:
-    m = meta["machine"]
-    md = [
-        "# tessalloc core benchmark",
-        "",
-        f"- command: `{meta['command']}`"
-        + (f" (via `{meta['wrapper_command']}`)" if meta["wrapper_command"]
-           else ""),
-        f"- date: {meta['started_utc']} – {meta['finished_utc']} (UTC)",
-        f"- machine: {m['nproc']} CPUs usable, {m['cpu_model']}, "
-        f"{m['mem_total']}, {m['os']}, Linux {m['kernel']}",
-        f"- git: {meta['git']['commit'] or '(no commit)'}"
-        + (" (working tree dirty)" if meta["git"]["dirty"] == "yes" else ""),
-        f"- compiler: {meta['compiler']}",
+    md = header_lines("tessalloc core benchmark", meta) + [
         f"- settings: repeat {args.repeat} (+{args.warmup_rounds} warm-up "
         f"round), interleaved; iterations "
         + ", ".join(f"{k} {v:,}"
@@ -968,10 +751,7 @@ def summary_markdown(meta: Meta, runs: list[RunResult],
                   f"{seen} |")
     md += ["", "(`bench_core --identify` under each preload: the object "
            "that the dynamic linker binds malloc to.)", ""]
-    for s in meta["skipped"]:
-        md.append(f"- skipped: {s}")
-    if meta["skipped"]:
-        md.append("")
+    md += skipped_lines(meta["skipped"])
     md += [
         "## Elapsed time (medians)",
         "",

@@ -24,21 +24,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
 import shutil
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Optional, Sequence
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CACHE = REPO_ROOT / ".cache" / "peers"
+from benchlib import (CMEEL_MIMALLOC, CMEEL_MIMALLOC_VERSION, PEERS_CACHE,
+                      cmeel_version, dpkg_version, make_log, pip_command,
+                      privileged, utc_now, write_json_atomic)
 
-CMEEL_MIMALLOC = "cmeel-mimalloc"
-CMEEL_MIMALLOC_VERSION = "3.4.3"
+DEFAULT_CACHE = PEERS_CACHE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +80,7 @@ class Peer:
 # --------------------------------------------------------------- helpers
 
 
-def _log(message: str) -> None:
-    print(f"peers: {message}", file=sys.stderr, flush=True)
+_log = make_log("peers")
 
 
 def _run(cmd: Sequence[str], check: bool = True,
@@ -93,32 +90,9 @@ def _run(cmd: Sequence[str], check: bool = True,
                           env=env)
 
 
-def _dpkg_version(package: str) -> Optional[str]:
-    """The installed version of a Debian package, or None."""
-    if shutil.which("dpkg-query") is None:
-        return None
-    proc = _run(["dpkg-query", "-W", "-f=${Status}\t${Version}", package],
-                check=False)
-    if proc.returncode != 0:
-        return None
-    status, _, version = proc.stdout.partition("\t")
-    if not status.endswith(" installed") or not version:
-        return None
-    return version
-
-
 def _dpkg_files(package: str) -> list[str]:
     proc = _run(["dpkg-query", "-L", package], check=False)
     return proc.stdout.splitlines() if proc.returncode == 0 else []
-
-
-def _privileged(cmd: list[str]) -> Optional[list[str]]:
-    """cmd as root: as is when we are root, through sudo otherwise."""
-    if os.geteuid() == 0:
-        return cmd
-    if shutil.which("sudo") is not None:
-        return ["sudo", *cmd]
-    return None
 
 
 # ------------------------------------------------------------ discovery
@@ -139,7 +113,7 @@ def glibc_peer() -> Peer:
         proc = _run(["ldd", "--version"], check=False)
         first = proc.stdout.splitlines()[0] if proc.stdout else ""
         version = first.split()[-1] if first else None
-    deb = _dpkg_version("libc6")
+    deb = dpkg_version("libc6")
     if version and deb:
         version = f"{version} (libc6 {deb})"
     return Peer(name="glibc", available=version is not None, preload=None,
@@ -150,7 +124,7 @@ def glibc_peer() -> Peer:
 def debian_peer(spec: DebianPeer) -> Peer:
     """A Debian-packaged peer, if its package is installed."""
     source = f"debian:{spec.package}"
-    version = _dpkg_version(spec.package)
+    version = dpkg_version(spec.package)
     if version is None:
         return Peer(spec.name, False, None, None, source,
                     f"Debian package {spec.package} is not installed")
@@ -163,19 +137,12 @@ def debian_peer(spec: DebianPeer) -> Peer:
     return Peer(spec.name, True, sorted(matches, key=len)[0], version, source)
 
 
-def _cmeel_version(target: Path) -> Optional[str]:
-    for dist in metadata.distributions(path=[str(target)]):
-        if (dist.metadata["Name"] or "").lower() == CMEEL_MIMALLOC:
-            return dist.version
-    return None
-
-
 def mimalloc3_peer(cache: Path) -> Peer:
     """mimalloc 3 from the cmeel-mimalloc wheel in <cache>/mimalloc3."""
     target = cache / "mimalloc3"
     source = f"pypi:{CMEEL_MIMALLOC}=={CMEEL_MIMALLOC_VERSION}"
     lib = target / "cmeel.prefix" / "lib" / "libmimalloc.so"
-    version = _cmeel_version(target) if target.is_dir() else None
+    version = cmeel_version(target) if target.is_dir() else None
     if version is None or not lib.exists():
         return Peer("mimalloc3", False, None, None, source,
                     f"{CMEEL_MIMALLOC} is not installed in {target}")
@@ -199,14 +166,14 @@ def install_debian_packages(packages: Sequence[str]) -> Optional[str]:
     Returns None on success, else a message. apt-get update runs only when
     something is missing.
     """
-    missing = [p for p in packages if _dpkg_version(p) is None]
+    missing = [p for p in packages if dpkg_version(p) is None]
     if not missing:
         return None
     if shutil.which("apt-get") is None:
         return "apt-get not found (not a Debian system?)"
-    update = _privileged(["apt-get", "update"])
-    install = _privileged(["apt-get", "install", "-y",
-                           "--no-install-recommends", *missing])
+    update = privileged(["apt-get", "update"])
+    install = privileged(["apt-get", "install", "-y",
+                          "--no-install-recommends", *missing])
     if update is None or install is None:
         return ("not root and no sudo: cannot apt-get install "
                 + " ".join(missing))
@@ -220,15 +187,6 @@ def install_debian_packages(packages: Sequence[str]) -> Optional[str]:
     return None
 
 
-def _pip_command() -> Optional[list[str]]:
-    """A working pip: this interpreter's, else python3's."""
-    for python in (sys.executable, shutil.which("python3")):
-        if python and _run([python, "-m", "pip", "--version"],
-                           check=False).returncode == 0:
-            return [python, "-m", "pip"]
-    return None
-
-
 def install_mimalloc3(cache: Path) -> Optional[str]:
     """pip install --target <cache>/mimalloc3 cmeel-mimalloc==<pinned>.
 
@@ -237,10 +195,10 @@ def install_mimalloc3(cache: Path) -> Optional[str]:
     current = mimalloc3_peer(cache)
     if current.available and current.version == CMEEL_MIMALLOC_VERSION:
         return None
-    pip = _pip_command()
+    pip = pip_command()
     if pip is None:  # a fresh Debian has no pip: the system one will do
         err = install_debian_packages(["python3-pip"])
-        pip = _pip_command()
+        pip = pip_command()
         if pip is None:
             return f"no pip found, and installing python3-pip failed: {err}"
     target = cache / "mimalloc3"
@@ -283,15 +241,8 @@ def fetch_peers(cache: Path = DEFAULT_CACHE,
 
 def write_peers_json(peers: Sequence[Peer], path: Path) -> None:
     """Write the peers to a JSON file (atomically)."""
-    doc = {
-        "generated": datetime.datetime.now(datetime.timezone.utc)
-        .isoformat(timespec="seconds"),
-        "peers": [p.to_json() for p in peers],
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    write_json_atomic({"generated": utc_now(),
+                       "peers": [p.to_json() for p in peers]}, path)
 
 
 def read_peers_json(path: Path) -> list[Peer]:

@@ -32,28 +32,25 @@ import dataclasses
 import datetime
 import json
 import os
-import platform
-import re
-import shlex
-import signal
-import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 try:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn
-    from rich.progress import Progress as RichProgress
-    from rich.progress import TaskID, TextColumn, TimeElapsedColumn
+    import rich  # noqa: F401  (benchlib.Progress draws the bar with it)
 except ImportError as _exc:
     raise SystemExit("run_enclave: needs the Python package rich "
                      "(pip install rich matplotlib; scripts/bench.sh "
                      "installs them into .cache/venv)") from _exc
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# bench/benchlib.py is one level up: put bench/ on the path for running as a script.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchlib import (  # noqa: E402
+    REPO_ROOT, BenchError, CommonMeta, Progress, child_env, command_line,
+    common_meta, fmt_ratio, header_lines, machine_info, make_log, median,
+    parse_kv, run_measured, skipped_lines, verdict)
+
+log = make_log("run_enclave")
 TESSALLOC = "tessalloc"
 #: Column order of the tables and plots (others follow in the given order).
 PREFERRED_ORDER: tuple[str, ...] = ("dlmalloc", "snmalloc", TESSALLOC,
@@ -164,8 +161,15 @@ A_FIELDS = [f.name for f in dataclasses.fields(ARun)]
 B_FIELDS = [f.name for f in dataclasses.fields(BRun)]
 
 
-class BenchError(RuntimeError):
-    """enclave_bench failed or printed something unexpected."""
+class EnclaveMeta(CommonMeta):
+    """The contents of meta.json."""
+
+    enclave_bench: str
+    allocators: list[dict[str, str]]  # the Plugin fields
+    skipped: list[str]
+    failures: list[str]
+    findings: list[str]
+    settings: dict[str, object]
 
 
 # ------------------------------------------------------------- locating
@@ -229,7 +233,7 @@ def read_peers(peers_json: Path) -> tuple[list[Plugin], list[str]]:
 def plugin_info(bench: Path, path: Path) -> tuple[str, str]:
     """(name, version) that a plugin reports (enclave_bench --info)."""
     status, out, err = run_measured([str(bench), "--allocator", str(path),
-                                     "--info"], 60)
+                                     "--info"], child_env(None), 60)
     if status != 0:
         raise BenchError(f"{path}: {err.strip() or out.strip()}")
     info = dict(line.partition("=")[::2] for line in out.splitlines())
@@ -306,40 +310,10 @@ def collect_plugins(args: argparse.Namespace,
 # ------------------------------------------------------- running programs
 
 
-def run_measured(cmd: Sequence[str], timeout: float) -> tuple[int, str, str]:
-    """Run cmd; return (exit status, stdout, stderr); -1 on timeout."""
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env,
-                                start_new_session=True)
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        out.seek(0)
-        err.seek(0)
-        return (-1 if timed_out else proc.returncode,
-                out.read().decode(errors="replace"),
-                err.read().decode(errors="replace"))
-
-
 def parse_result(out: str) -> dict[str, str]:
     """The key=value tokens of the "result ..." line."""
-    line = next((ln for ln in reversed(out.splitlines())
-                 if ln.startswith("result ")), "")
-    pairs: dict[str, str] = {}
-    for token in line.split()[1:]:
-        key, sep, value = token.partition("=")
-        if sep:
-            pairs[key] = value
-    return pairs
+    return parse_kv(next((ln for ln in reversed(out.splitlines())
+                          if ln.startswith("result ")), ""))
 
 
 def run_bench(cmd: Sequence[str], what: str,
@@ -348,7 +322,7 @@ def run_bench(cmd: Sequence[str], what: str,
 
     A run whose checks failed (exit 1 with a result line) still returns its
     numbers; a crash, a timeout or corruption (no result line) raises."""
-    status, out, err = run_measured(cmd, timeout)
+    status, out, err = run_measured(cmd, child_env(None), timeout)
     kv = parse_result(out)
     fails = [ln.split("FAIL:", 1)[1].strip() for ln in err.splitlines()
              if "FAIL:" in ln]
@@ -439,45 +413,7 @@ def run_b(bench: Path, plugin: Plugin, host: str, repetition: int,
     return run, why
 
 
-# ------------------------------------------------------------- progress
-
-
-class Progress:
-    """The progress bar (rich, on stderr): one task counting every run."""
-
-    def __init__(self, total: int) -> None:
-        self._bar = RichProgress(
-            TextColumn("{task.description:<44}"), BarColumn(),
-            MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=False)
-        self._task: TaskID = self._bar.add_task("starting", total=total)
-
-    def __enter__(self) -> Progress:
-        self._bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._bar.stop()
-
-    def describe(self, text: str) -> None:
-        self._bar.update(self._task, description=text)
-
-    def advance(self) -> None:
-        self._bar.advance(self._task)
-
-    def log(self, text: str) -> None:
-        self._bar.console.print(text, markup=False, highlight=False)
-
-
-def log(text: str) -> None:
-    print(f"run_enclave: {text}", file=sys.stderr, flush=True)
-
-
 # ------------------------------------------------------------ reporting
-
-
-def median(values: Iterable[float]) -> float:
-    return statistics.median(list(values))
 
 
 def fmt_ms(v: float) -> str:
@@ -486,10 +422,6 @@ def fmt_ms(v: float) -> str:
 
 def fmt_mib(v: float) -> str:
     return "n/a" if v < 0 else f"{v / MIB:.2f}"
-
-
-def fmt_ratio(v: Optional[float]) -> str:
-    return "n/a" if v is None else f"{v:.2f}"
 
 
 def a_medians(runs: list[ARun]) -> dict[tuple[str, int], float]:
@@ -648,10 +580,6 @@ def plot_b_host(all_series: list[tuple[str, dict[str, list[float]]]],
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
-
-
-def verdict(ok: Optional[bool]) -> str:
-    return "n/a" if ok is None else ("PASS" if ok else "FAIL")
 
 
 def a_section(runs: list[ARun], names: list[str], threads: list[int],
@@ -916,68 +844,6 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
     return md
 
 
-# ------------------------------------------------------------- metadata
-
-
-def _first_line(cmd: Sequence[str]) -> Optional[str]:
-    try:
-        proc = subprocess.run(list(cmd), text=True, capture_output=True,
-                              timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = (proc.stdout or proc.stderr).strip()
-    return text.splitlines()[0] if proc.returncode == 0 and text else None
-
-
-def _file_value(path: str, key: str, sep: str) -> Optional[str]:
-    """The value of the first "key<spaces>sep value" line of a file."""
-    try:
-        for line in Path(path).read_text().splitlines():
-            name, found, value = line.partition(sep)
-            if found and name.strip() == key:
-                return value.strip().strip('"')
-    except OSError:
-        pass
-    return None
-
-
-def machine_info() -> dict[str, Any]:
-    """nproc, CPU model, memory, kernel, OS."""
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu_count": os.cpu_count(),
-        "cpu_model": _file_value("/proc/cpuinfo", "model name", ":"),
-        "mem_total": _file_value("/proc/meminfo", "MemTotal", ":"),
-        "kernel": platform.release(),
-        "os": _file_value("/etc/os-release", "PRETTY_NAME", "="),
-        "hostname": platform.node(),
-    }
-
-
-def git_info() -> dict[str, Optional[str]]:
-    rev = _first_line(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
-    dirty = None
-    try:
-        proc = subprocess.run(["git", "-C", str(REPO_ROOT), "status",
-                               "--porcelain"], text=True, capture_output=True,
-                              timeout=30, check=False)
-        if proc.returncode == 0:
-            dirty = "yes" if proc.stdout.strip() else "no"
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    return {"commit": rev, "dirty": dirty}
-
-
-def compiler_info(build: Path) -> Optional[str]:
-    cc = None
-    cache = build / "CMakeCache.txt"
-    if cache.exists():
-        m = re.search(r"^CMAKE_C_COMPILER:\w+=(.*)$",
-                      cache.read_text(errors="replace"), re.MULTILINE)
-        cc = m.group(1) if m else None
-    return _first_line([cc or "cc", "--version"])
-
-
 # ------------------------------------------------------------------ main
 
 
@@ -1067,8 +933,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     started = datetime.datetime.now(datetime.timezone.utc)
-    command = shlex.join([sys.executable, *sys.argv] if argv is None
-                         else ["run_enclave.py", *argv])
+    command = command_line(argv, "run_enclave.py")
     bench = args.bench or find_bench(args.build)
     plugins, skipped = collect_plugins(args, bench)
     for s in skipped:
@@ -1078,7 +943,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     names = [p.name for p in plugins]
     machine = machine_info()
-    nproc = int(machine["nproc"])
+    nproc = machine["nproc"]
     threads = list(range(1, args.max_threads + 1))
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -1096,7 +961,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               if "a" in args.workloads else 0)
              + (args.repeat_b * len(args.hosts) * len(plugins)
                 if "b" in args.workloads else 0))
-    with Progress(total) as progress:
+    with Progress(total, width=44) as progress:
         if "a" in args.workloads:
             for rnd in range(rounds):
                 warm = rnd < args.warmup_rounds
@@ -1184,15 +1049,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     plot_b_host(per_host, host, heap_b,
                                 out / f"b_{host}_footprint.png")
 
-    meta: dict[str, Any] = {
-        "command": command,
-        "wrapper_command": os.environ.get("TESSBENCH_COMMAND"),
-        "cwd": os.getcwd(),
-        "started_utc": started.isoformat(timespec="seconds"),
-        "finished_utc": finished.isoformat(timespec="seconds"),
-        "machine": machine,
-        "git": git_info(),
-        "compiler": compiler_info(args.build),
+    meta: EnclaveMeta = {
+        **common_meta(command, started, finished, machine, args.build),
         "enclave_bench": str(bench),
         "allocators": [dataclasses.asdict(p) for p in plugins],
         "skipped": skipped,
@@ -1245,26 +1103,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def summary_markdown(meta: dict[str, Any], plugins: list[Plugin],
+def summary_markdown(meta: EnclaveMeta, plugins: list[Plugin],
                      a_runs: list[ARun], b_runs: list[BRun],
                      threads: list[int], args: argparse.Namespace,
                      nproc: int) -> list[str]:
-    m = meta["machine"]
     names = [p.name for p in plugins]
-    md = [
-        "# tessalloc enclave benchmark",
-        "",
-        f"- command: `{meta['command']}`"
-        + (f" (via `{meta['wrapper_command']}`)" if meta["wrapper_command"]
-           else ""),
-        f"- date: {meta['started_utc']} – {meta['finished_utc']} (UTC)",
-        f"- machine: {m['nproc']} CPUs usable, {m['cpu_model']}, "
-        f"{m['mem_total']}, {m['os']}, Linux {m['kernel']}",
-        f"- git: {meta['git']['commit'] or '(no commit)'}"
-        + (" (working tree dirty)" if meta["git"]["dirty"] == "yes" else ""),
-        f"- compiler: {meta['compiler']}",
-        "",
-    ]
+    md = header_lines("tessalloc enclave benchmark", meta) + [""]
     if args.quick:
         md += ["**QUICK RUN (--quick): a check of the tooling; the numbers "
                "below mean nothing.**", ""]
@@ -1273,10 +1117,7 @@ def summary_markdown(meta: dict[str, Any], plugins: list[Plugin],
     for p in plugins:
         md.append(f"| {p.name} | {p.version} | {p.path} | {p.source} |")
     md.append("")
-    for s in meta["skipped"]:
-        md.append(f"- skipped: {s}")
-    if meta["skipped"]:
-        md.append("")
+    md += skipped_lines(meta["skipped"])
     md += ["Every allocator runs in a fresh process (one enclave per run), "
            "in the same pattern-filled region, under the same checks: "
            "pointers inside the region, block contents, the bytes around "

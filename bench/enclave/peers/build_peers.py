@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
 import re
@@ -43,24 +42,27 @@ import shutil
 import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Optional, Sequence
 
+# bench/benchlib.py is two levels up: put bench/ on the path for running as a script.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchlib import (  # noqa: E402
+    CMEEL_MIMALLOC, CMEEL_MIMALLOC_VERSION, PEERS_CACHE, REPO_ROOT,
+    cmeel_version, dpkg_version, make_log, pip_command, privileged, utc_now,
+    write_json_atomic)
+
 HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent.parent.parent
 ENCLAVE_DIR = HERE.parent
 DEFAULT_BUILD = REPO_ROOT / "build"
 CACHE = REPO_ROOT / ".cache"
 DEFAULT_CARGO_HOME = CACHE / "cargo"
-MIMALLOC_TARGET = CACHE / "peers" / "mimalloc3"  # shared with bench/peers.py
+MIMALLOC_TARGET = PEERS_CACHE / "mimalloc3"  # shared with bench/peers.py
 
 DLMALLOC_CRATE_DIR = HERE / "dlmalloc"
 DLMALLOC_CRATE = "dlmalloc"
 SNMALLOC_CRATE = "snmalloc-sys"
 SNMALLOC_VERSION = "0.7.6"
-CMEEL_MIMALLOC = "cmeel-mimalloc"
-CMEEL_MIMALLOC_VERSION = "3.4.3"
 
 PEER_NAMES: tuple[str, ...] = ("dlmalloc", "snmalloc", "mimalloc3")
 
@@ -142,8 +144,7 @@ class BuildError(Exception):
 # --------------------------------------------------------------- helpers
 
 
-def _log(message: str) -> None:
-    print(f"fixed-peers: {message}", file=sys.stderr, flush=True)
+_log = make_log("fixed-peers")
 
 
 def _tail(text: str, lines: int = 12) -> str:
@@ -193,34 +194,16 @@ def _build(output: Path, inputs: Sequence[Path], cmd: Sequence[str]) -> None:
     output.with_name(output.name + ".cmd").write_text("\n".join(cmd))
 
 
-def _dpkg_installed(package: str) -> bool:
-    if shutil.which("dpkg-query") is None:
-        return False
-    proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package],
-                          text=True, stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL, check=False)
-    return proc.returncode == 0 and proc.stdout.endswith(" installed")
-
-
-def _privileged(cmd: list[str]) -> Optional[list[str]]:
-    """cmd as root: as is when we are root, through sudo otherwise."""
-    if os.geteuid() == 0:
-        return cmd
-    if shutil.which("sudo") is not None:
-        return ["sudo", *cmd]
-    return None
-
-
 def apt_install(packages: Sequence[str]) -> Optional[str]:
     """apt-get install the packages that are missing; None or a message."""
-    missing = [p for p in packages if not _dpkg_installed(p)]
+    missing = [p for p in packages if dpkg_version(p) is None]
     if not missing:
         return None
     if shutil.which("apt-get") is None:
         return "apt-get not found; install " + " ".join(missing)
-    update = _privileged(["apt-get", "update", "-q"])
-    install = _privileged(["apt-get", "install", "-y", "-q",
-                           "--no-install-recommends", *missing])
+    update = privileged(["apt-get", "update", "-q"])
+    install = privileged(["apt-get", "install", "-y", "-q",
+                          "--no-install-recommends", *missing])
     if update is None or install is None:
         return "not root and no sudo: cannot apt-get install " + " ".join(missing)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -392,23 +375,6 @@ def build_snmalloc(tools: Tools, out_dir: Path, result: PeerResult) -> Path:
     return plugin
 
 
-def _pip_command() -> Optional[list[str]]:
-    """A working pip: this interpreter's, else python3's."""
-    for python in (sys.executable, shutil.which("python3")):
-        if python and subprocess.run(
-                [python, "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, check=False).returncode == 0:
-            return [python, "-m", "pip"]
-    return None
-
-
-def _cmeel_version(target: Path) -> Optional[str]:
-    for dist in metadata.distributions(path=[str(target)]):
-        if (dist.metadata["Name"] or "").lower() == CMEEL_MIMALLOC:
-            return dist.version
-    return None
-
-
 def _mimalloc_object(target: Path) -> Optional[Path]:
     objs = sorted((target / "cmeel.prefix" / "lib").glob("mimalloc-*/mimalloc.o"))
     return objs[-1] if objs else None
@@ -417,16 +383,16 @@ def _mimalloc_object(target: Path) -> Optional[Path]:
 def fetch_mimalloc(install: bool) -> Path:
     """pip install --target the pinned wheel (if missing); its prefix."""
     target = MIMALLOC_TARGET
-    if (target.is_dir() and _cmeel_version(target) == CMEEL_MIMALLOC_VERSION
+    if (target.is_dir() and cmeel_version(target) == CMEEL_MIMALLOC_VERSION
             and _mimalloc_object(target) is not None):
         return target / "cmeel.prefix"
     if not install:
         raise BuildError(f"{CMEEL_MIMALLOC}=={CMEEL_MIMALLOC_VERSION} is not "
                          f"installed in {target} (and --no-install)")
-    pip = _pip_command()
+    pip = pip_command()
     if pip is None:
         problem = apt_install(["python3-pip"])
-        pip = _pip_command()
+        pip = pip_command()
         if pip is None:
             raise BuildError(f"no pip, and installing python3-pip failed: {problem}")
     if target.exists():  # partial or another version: start afresh
@@ -580,16 +546,9 @@ def build_all(build_dir: Path, names: Sequence[str], install: bool,
 def write_json(results: Sequence[PeerResult], build_dir: Path,
                path: Path) -> None:
     """Write the results to path (atomically)."""
-    doc = {
-        "generated": datetime.datetime.now(datetime.timezone.utc)
-        .isoformat(timespec="seconds"),
-        "build_dir": str(build_dir / "enclave-peers"),
-        "peers": [r.to_json() for r in results],
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    write_json_atomic({"generated": utc_now(),
+                       "build_dir": str(build_dir / "enclave-peers"),
+                       "peers": [r.to_json() for r in results]}, path)
 
 
 def format_results(results: Sequence[PeerResult]) -> str:
