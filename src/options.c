@@ -72,7 +72,7 @@ void tessi_options_init(void) {
   read_size("TESS_DECOMMIT_DELAY_MS", &value, 0, 3600u * 1000u);
   tessi_options.decommit_delay_ms = (uint32_t)value;
   read_size("TESS_DECOMMIT_MIN", &tessi_options.decommit_min, TESS_PAGE_SIZE, SIZE_MAX / 2);
-  read_size("TESS_RESERVE", &tessi_options.reserve, (size_t)16 << 20, (size_t)1 << 46);
+  read_size("TESS_RESERVE", &tessi_options.reserve, (size_t)16 << 20, (size_t)1 << 42);
   read_size("TESS_HUGE_THRESHOLD", &tessi_options.huge_threshold, (size_t)1 << 20, (size_t)1 << 40);
   read_size("TESS_HEAP_CACHE", &tessi_options.heap_cache, 0, (size_t)1 << 30);
   value = tessi_options.partitions;
