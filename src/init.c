@@ -55,11 +55,11 @@ static void make_primary(tess_region_t *r) {
 
 /* Geometry and caches for a fixed region of `size` bytes. Slabs stay
  * short (4 KiB target, 2 blocks at least) so a class used by few objects
- * pins little; blocks above 4 KiB are page spans. Each heap's caches (of
- * empty slabs, and of large spans) hold up to 1/128 of the region, at most
- * 256 KiB, and are emptied when the heap's thread is done, so only heaps
- * in use hold them. Options set in the environment still win (read after
- * this). Measured on the enclave workloads: docs/results/enclave/. */
+ * pins little; blocks above 4 KiB are page spans. A heap keeps freed large
+ * spans up to 1/128 of the region (at most 256 KiB) and empty slabs up to
+ * a quarter of that, and empties both when its thread is done, so only
+ * heaps in use hold them. Options set in the environment still win (read
+ * after this). Measured on the enclave workloads: docs/results/enclave/. */
 static void configure_fixed(size_t size) {
   tessi_sizeclass_init(TESS_PAGE_SIZE, 2, 4096);
   tessi_options.heap_cache = TESS_MIN(TESS_MAX(size / 128, (size_t)32 << 10), (size_t)256 << 10);
@@ -75,12 +75,16 @@ static bool init_fixed_locked(uintptr_t start, size_t size, bool is_zero) {
 }
 
 static bool init_os_locked(void) {
-  tessi_options_init();
-  if (tessi_options.heap_size != 0) {
+  /* the mode decides the defaults, so TESS_HEAP_SIZE is looked at first;
+   * options are then read once (a bad value is reported there) */
+  size_t heap_size;
+  if (tessi_parse_size(tessi_plat_getenv("TESS_HEAP_SIZE"), &heap_size) &&
+      heap_size >= ((size_t)1 << 20) && heap_size <= ((size_t)1 << 42)) {
     /* emulated fixed mode: one reservation, then no OS memory call */
-    void *mem = tessi_plat_reserve(tessi_options.heap_size, TESS_PAGE_SIZE);
-    return mem != NULL && init_fixed_locked((uintptr_t)mem, tessi_options.heap_size, true);
+    void *mem = tessi_plat_reserve(heap_size, TESS_PAGE_SIZE);
+    return mem != NULL && init_fixed_locked((uintptr_t)mem, heap_size, true);
   }
+  tessi_options_init();
   tessi_sizeclass_init((size_t)64 << 10, 8, TESS_SLAB_MAX_SIZE);
   tess_region_t *r = tessi_region_add_os(tessi_options.reserve, (size_t)64 << 20);
   if (r == NULL) return false;
