@@ -173,8 +173,7 @@ static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) 
   /* the start of a large block (in_slab is the offset in its span);
    * kept by its heap when the owner frees it, else to its partition */
   if (d->kind == TESS_PAGE_LARGE && in_slab == 0 && !(d->flags & TESS_LARGE_CACHED)) {
-    tess_heap_t *h = tessi_tls_heap;
-    if (d->large_owner != h || !tessi_heap_span_keep(h, d)) tessi_large_free(tessi_primary, d);
+    tessi_large_free(tessi_primary, d);
     return;
   }
   free_slow(p, "free");
