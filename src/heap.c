@@ -331,7 +331,7 @@ static void orphans_tend_locked(orphan_list_t *list, unsigned cls, tess_page_t *
   if (list->takes++ % 4 != 0) return;
   tess_page_t *oldest = list->full.last;
   if (oldest != NULL) {
-    tessi_slab_collect(oldest);
+    tessi_slab_collect_remote(oldest);
     if ((uint32_t)oldest->state < tessi_classes[cls].slab_blocks) {
       orphan_unfile_locked(list, &list->full, oldest);
       orphan_file_locked(list, oldest);
@@ -339,7 +339,7 @@ static void orphans_tend_locked(orphan_list_t *list, unsigned cls, tess_page_t *
   }
   oldest = list->bucket[0].last;
   if (oldest != NULL) {
-    tessi_slab_collect(oldest);
+    tessi_slab_collect_remote(oldest);
     if (oldest->state == 0) {
       orphan_unfile_locked(list, &list->bucket[0], oldest);
       *released = oldest;
@@ -359,9 +359,11 @@ static tess_page_t *orphan_pick_locked(orphan_list_t *list) {
   return NULL;
 }
 
-/* The fullest orphan of class cls with room, from h's shard first (busy
- * shards are passed over, and waited for only if no other one had any),
- * collected and now h's; or NULL. */
+/* The fullest orphan of class cls with room, from h's shard first, now
+ * h's; or NULL. A busy shard is passed over and tried once more only if no
+ * other one had any, never waited for: the fixed platform can only spin,
+ * and a spin on a lock whose holder lost its CPU costs more than the fresh
+ * slab the caller takes instead. */
 static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
   orphan_list_t *shards = orphans[cls];
   tess_page_t *released = NULL, *d = NULL;
@@ -381,14 +383,14 @@ static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
   for (unsigned k = 0; k < ORPHAN_SHARDS && d == NULL; k++) {
     if (!(busy & (1u << k))) continue;
     orphan_list_t *list = &shards[(h->shard + k) % ORPHAN_SHARDS];
-    tessi_lock(&list->lock);
+    if (!tessi_trylock(&list->lock)) continue;
     d = orphan_pick_locked(list);
     tessi_unlock(&list->lock);
   }
   if (released != NULL) slab_release(released);
   if (d == NULL) return NULL;
   atomic_store_explicit(&d->owner, h, memory_order_relaxed);
-  tessi_slab_collect(d);
+  tessi_slab_collect_remote(d);
   return d;
 }
 
@@ -402,7 +404,7 @@ static void orphans_sweep(void) {
       tess_bin_t *bucket = b < ORPHAN_BUCKETS ? &list->bucket[b] : &list->full;
       for (tess_page_t *d = bucket->first, *next; d != NULL; d = next) {
         next = d->next;
-        tessi_slab_collect(d);
+        tessi_slab_collect_remote(d);
         if (d->state == 0) {
           orphan_unfile_locked(list, bucket, d);
           d->next = empty;
@@ -487,7 +489,7 @@ static void heap_trim(tess_heap_t *h) {
     tess_page_t *d = h->full.first;
     list_unlink(&h->full, d);
     d->state &= TESS_STATE_COUNT;
-    tessi_slab_collect(d);
+    tessi_slab_collect_remote(d);
     if (d->state == 0) {
       slab_empty(h, d);
     } else {
@@ -498,7 +500,7 @@ static void heap_trim(tess_heap_t *h) {
   for (unsigned cls = 0; cls < TESS_CLASSES; cls++) {
     for (tess_page_t *d = h->bins[cls].first, *next; d != NULL; d = next) {
       next = d->next;
-      tessi_slab_collect(d);
+      tessi_slab_collect_remote(d);
       int16_t bias = d == h->current[cls] ? 1 : 0;
       if (d->state == bias) {
         /* out of the bin (and its bias); empty, so cached or freed */

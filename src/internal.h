@@ -180,9 +180,9 @@ void tessi_pages_free(tess_page_t *head, size_t pages);
 extern tess_page_t tessi_page_empty; /* sentinel: a slab with nothing free */
 
 void tessi_slab_format(tess_page_t *d, unsigned cls, tess_heap_t *owner);
-/* Moves the owner's and other threads' frees onto d->free (counting the
- * latter back in). */
-void tessi_slab_collect(tess_page_t *d);
+/* Moves other threads' frees onto d->free, counting them back in (the
+ * owner's frees are counted at once; they wait on local_free). */
+void tessi_slab_collect_remote(tess_page_t *d);
 /* Makes d->free non-empty if the slab has any block left: collects local
  * and remote frees, carves fresh blocks. Returns whether d->free != NULL. */
 bool tessi_slab_refill(tess_region_t *r, tess_page_t *d);

@@ -3,6 +3,8 @@
  *   free        what the owner allocates from (no atomics),
  *   local_free  what the owner freed (no atomics),
  *   remote      what other threads freed (an atomic stack).
+ * local_free joins free only once free is empty, so neither list is ever
+ * walked for it; remote frees are walked once, to count them back.
  * Blocks are carved lazily, about a page at a time. A full slab leaves its
  * bin ("detached") and sets TESS_REMOTE_NOTIFY in `remote`; the next remote
  * free then hands its block to the owner heap's delayed list instead (see
@@ -59,11 +61,7 @@ static uint32_t prepend_chain(tess_page_t *d, tess_block_t *first) {
   return count;
 }
 
-void tessi_slab_collect(tess_page_t *d) {
-  if (d->local_free != NULL) {
-    prepend_chain(d, d->local_free);
-    d->local_free = NULL;
-  }
+void tessi_slab_collect_remote(tess_page_t *d) {
   if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
     uintptr_t remote = atomic_exchange_explicit(&d->remote, 0, memory_order_acquire);
     tess_block_t *list = (tess_block_t *)(remote & ~TESS_REMOTE_NOTIFY);
@@ -74,11 +72,10 @@ void tessi_slab_collect(tess_page_t *d) {
 
 bool tessi_slab_refill(tess_region_t *r, tess_page_t *d) {
   if (d->free != NULL) return true;
-  if (d->local_free != NULL) { /* the common case: no walk needed */
-    d->free = d->local_free;
-    d->local_free = NULL;
-  }
-  tessi_slab_collect(d);
+  /* local frees move over only once free is empty: no walk */
+  d->free = d->local_free;
+  d->local_free = NULL;
+  tessi_slab_collect_remote(d);
   /* reuse what was freed before touching fresh memory */
   if (d->free == NULL) slab_extend(r, d);
   return d->free != NULL;
