@@ -9,6 +9,8 @@
 #define TESSALLOC_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,6 +75,79 @@ TESS_API int tess_init_region(void *start, void *end);
  * later. Thread exit does this by itself; call it where a thread stops
  * allocating for a long time, or at the end of an enclave call. */
 TESS_API void tess_thread_cleanup(void);
+
+/* ---- statistics and introspection ----
+ * Counters are kept per heap, with no atomics or locks, and merged when
+ * read, so they are always on. Read while other threads allocate, the
+ * figures are a consistent-enough snapshot (each counter exact, the set
+ * not taken at one instant); read with the program quiescent, they add up
+ * exactly. See docs/mechanisms/stats.md. */
+
+#define TESS_STATS_VERSION 1
+#define TESS_STATS_MAX_CLASSES 64
+
+struct tess_class_stats {
+  uint64_t block_size;      /* bytes per block */
+  uint64_t slab_pages;      /* 4 KiB pages per slab */
+  uint64_t allocs;          /* blocks handed out, ever */
+  uint64_t frees;           /* blocks given back, ever */
+  uint64_t live_blocks;     /* allocs - frees */
+  uint64_t live_bytes;      /* live_blocks * block_size */
+  uint64_t slabs;           /* slabs of the class now */
+  uint64_t slab_bytes;      /* slabs * slab_pages * 4096 */
+  uint64_t peak_live_bytes; /* highest live_bytes seen by a merge (see docs) */
+};
+
+struct tess_span_stats { /* large (page spans) or huge (own mappings) blocks */
+  uint64_t allocs, frees, live, live_bytes;
+};
+
+struct tess_stats {
+  uint32_t version;     /* TESS_STATS_VERSION */
+  uint32_t size;        /* bytes of this struct that were filled */
+  uint32_t class_count; /* entries of classes[] in use */
+  uint32_t fixed;       /* 1: fixed-heap mode (tess_init_region / TESS_HEAP_SIZE) */
+  uint64_t footprint;      /* bytes of the region(s) handed out, metadata included */
+  uint64_t peak_footprint; /* highest footprint so far (exact) */
+  uint64_t region_bytes;   /* fixed: the region; OS mode: address space reserved */
+  uint64_t committed;      /* OS mode: footprint + free pages not yet decommitted */
+  uint64_t decommitted;    /* OS mode: bytes given back to the OS so far */
+  uint64_t heaps_in_use;   /* heaps held by threads */
+  uint64_t heaps_pooled;   /* idle heaps waiting for a thread */
+  uint64_t allocs, frees;  /* all blocks: slab, large and huge */
+  uint64_t live_bytes;     /* bytes of live blocks (block sizes, pages) */
+  uint64_t slab_bytes;     /* bytes of all slabs */
+  uint64_t peak_live_bytes;
+  uint64_t requested_live_bytes; /* bytes asked for by live blocks; 0 unless
+                                    built with TESS_STATS_REQUESTED */
+  struct tess_span_stats large, huge;
+  struct tess_class_stats classes[TESS_STATS_MAX_CLASSES];
+};
+
+/* Fills *out (struct_size = sizeof *out as the caller was compiled; an
+ * older, shorter struct gets its prefix). Returns 0, or EINVAL when
+ * struct_size is below the version 1 prefix (offsetof classes). */
+TESS_API int tess_stats_get(struct tess_stats *out, size_t struct_size);
+
+/* The statistics as one line of JSON (schema: docs/stats.schema.json).
+ * Returns the length it has or would have (like snprintf); writes at most
+ * buf_size bytes, always NUL-terminated when buf_size > 0. */
+TESS_API size_t tess_stats_json(char *buf, size_t buf_size);
+
+/* A readable table of the statistics (totals, then one row per size class
+ * in use). Not in libtessalloc-oe.a, which has no stdio. */
+TESS_API void tess_stats_print(FILE *out);
+
+/* Checks the heap's invariants (free lists against slab counts, page map,
+ * counters). Returns NULL when all hold, else a description of the first
+ * broken one. Call it while no other thread allocates or frees. */
+TESS_API const char *tess_heap_check(void);
+
+/* Calls visit(ptr, usable_size, arg) for every live block, in address
+ * order per region; stops when visit returns nonzero and returns that
+ * value (0 when all were visited). Call it while no other thread
+ * allocates or frees, and do not allocate or free inside visit. */
+TESS_API int tess_heap_visit(int (*visit)(void *ptr, size_t size, void *arg), void *arg);
 
 #ifdef __cplusplus
 }

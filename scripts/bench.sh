@@ -3,6 +3,7 @@
 #
 #   scripts/bench.sh [enclave] [run_enclave.py options...]   the main job
 #   scripts/bench.sh core [core_bench.py options...]
+#   scripts/bench.sh stats [stats_cost.py options...]
 #
 # enclave (default): tessalloc against dlmalloc (one global lock, as Open
 #   Enclave's default), snmalloc (fixed-range configuration) and mimalloc 3,
@@ -13,6 +14,10 @@
 # core: tessalloc against glibc, jemalloc, mimalloc 2 and mimalloc 3 as the
 #   process's malloc: three allocation mixes and callgrind instructions per
 #   malloc+free pair. Writes docs/results/core/.
+# stats: what the always-on statistics counters cost: callgrind
+#   instructions per malloc+free pair against a build without them (the
+#   script configures that one in <build>-nocounters). Writes
+#   docs/results/stats/.
 #
 # Installs what is missing: cmake, a C/C++ toolchain, valgrind and
 # python3-venv with apt-get; rich and matplotlib into a venv at .cache/venv;
@@ -27,7 +32,7 @@ cd "$repo"
 build="${BUILD_DIR:-build}"
 venv="$repo/.cache/venv"
 job=enclave
-if (($#)) && [[ "$1" == enclave || "$1" == core ]]; then
+if (($#)) && [[ "$1" == enclave || "$1" == core || "$1" == stats ]]; then
   job=$1
   shift
 fi
@@ -57,7 +62,7 @@ apt_install() { # apt_install PKG... (only the ones not installed)
 
 say "system packages"
 need=(python3 python3-venv ca-certificates g++ binutils)
-[[ $job == core ]] && need+=(valgrind)
+[[ $job == core || $job == stats ]] && need+=(valgrind)
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
@@ -76,11 +81,17 @@ say "build ($build, Release)"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
 if [[ $job == core ]]; then
   cmake --build "$build" -j "$(nproc)" --target tessalloc bench_core pair rusage_run
+elif [[ $job == stats ]]; then
+  cmake --build "$build" -j "$(nproc)" --target tessalloc pair
 else
   cmake --build "$build" -j "$(nproc)" --target enclave_bench fixed_tessalloc
 fi
 
 export TESSBENCH_COMMAND="$invocation"
+if [[ $job == stats ]]; then
+  say "statistics counters: cost"
+  exec "$venv/bin/python" bench/stats_cost.py --build "$build" "$@"
+fi
 if [[ $job == core ]]; then
   say "peer allocators"
   TESSBENCH_PYTHON="$venv/bin/python" scripts/fetch_peers.sh

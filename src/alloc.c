@@ -11,6 +11,38 @@
 
 #define TESS_VERSION_TEXT "tessalloc 0.1.0"
 
+#if TESS_STATS_REQUESTED
+/* Built to count requested bytes: the entry points below become the inner
+ * (static) core_* ones, and requested.c defines the public names over
+ * them. */
+static void *core_malloc(size_t size);
+static void *core_calloc(size_t count, size_t size);
+static void core_free(void *p);
+__attribute__((unused)) static void core_free_sized(void *p, size_t size);
+__attribute__((unused)) static void core_free_aligned_sized(void *p, size_t alignment, size_t size);
+static void *core_realloc(void *p, size_t size);
+__attribute__((unused)) static void *core_reallocarray(void *p, size_t count, size_t size);
+static void *core_aligned_alloc(size_t alignment, size_t size);
+static int core_posix_memalign(void **out, size_t alignment, size_t size);
+static void *core_memalign(size_t alignment, size_t size);
+static void *core_valloc(size_t size);
+static void *core_pvalloc(size_t size);
+static size_t core_usable_size(const void *p);
+#define tess_malloc core_malloc
+#define tess_calloc core_calloc
+#define tess_free core_free
+#define tess_free_sized core_free_sized
+#define tess_free_aligned_sized core_free_aligned_sized
+#define tess_realloc core_realloc
+#define tess_reallocarray core_reallocarray
+#define tess_aligned_alloc core_aligned_alloc
+#define tess_posix_memalign core_posix_memalign
+#define tess_memalign core_memalign
+#define tess_valloc core_valloc
+#define tess_pvalloc core_pvalloc
+#define tess_usable_size core_usable_size
+#endif
+
 /* ----------------------------------------------------------- classifying */
 
 typedef enum { BLOCK_INVALID, BLOCK_SLAB, BLOCK_LARGE, BLOCK_HUGE } block_kind_t;
@@ -78,6 +110,23 @@ static tess_heap_t *heap_or_acquire(void) {
 }
 
 /* Any size, any alignment (power of two): slab, large or huge. */
+/* Statistics work after a slow-path allocation: a merge when the
+ * footprint reached a new high, a line of the series in fixed mode. */
+static void after_slow_alloc(void) {
+  tessi_stats_sample_if_grown();
+#if !TESS_OE
+  if (TESS_UNLIKELY(atomic_load_explicit(&tessi_stats_series_on, memory_order_relaxed))) {
+    tessi_stats_series_tick();
+  }
+#endif
+}
+
+static void count_large(size_t size) {
+  size_t pages = TESS_MAX((size_t)1, (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT);
+  TESS_STAT_MINE(large_allocs, 1);
+  TESS_STAT_MINE(large_bytes_in, pages << TESS_PAGE_SHIFT);
+}
+
 static void *alloc_slow(size_t size, size_t align, bool zero) {
   tess_heap_t *own = tessi_tls_heap;
   /* a large block the heap kept: no lock. (A thread with a heap has seen
@@ -85,6 +134,7 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
   if (own != &tessi_heap_empty && align == 0 && size > tessi_slab_limit) {
     tess_page_t *d = tessi_heap_span_take(own, (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT);
     if (d != NULL) {
+      count_large(size);
       void *p = (void *)tessi_page_addr(tessi_region_of_page(d), d);
       return zero ? memset(p, 0, size) : p;
     }
@@ -98,16 +148,23 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
       tess_heap_t *h = heap_or_acquire();
       if (h == NULL) return fail_nomem();
       p = tessi_heap_malloc_class(h, (unsigned)cls);
-      if (p != NULL && zero) memset(p, 0, size);
-      return p != NULL ? p : fail_nomem();
+      if (p == NULL) return fail_nomem();
+      after_slow_alloc();
+      return zero ? memset(p, 0, size) : p;
     }
   }
   if (is_huge(size + align)) { /* no overflow: both are <= PTRDIFF_MAX */
     p = tessi_huge_alloc(size, align);
+    if (p != NULL) {
+      TESS_STAT_MINE(huge_allocs, 1);
+      TESS_STAT_MINE(huge_bytes_in, tessi_huge_usable(p));
+    }
   } else {
     tess_heap_t *h = heap_or_acquire();
     if (h != NULL) p = tessi_large_alloc(h, size, align, zero);
+    if (p != NULL) count_large(size);
   }
+  if (p != NULL) after_slow_alloc();
   return p != NULL ? p : fail_nomem();
 }
 
@@ -117,20 +174,30 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
  * class's current slab up to the largest class. (Classes beyond the
  * run-time slab limit, read only after init, have no slabs: their current
  * slab is the empty page.) NULL sends the caller to its slow path. */
-static inline void *pop_current(size_t size) {
-  tess_heap_t *h = tessi_tls_heap;
-  tess_page_t *d;
-  if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
-    d = h->direct[(size + 15) >> 4];
-  } else if (size <= TESS_SLAB_MAX_SIZE) {
-    d = h->current[tessi_class_of(size)];
-  } else {
-    return NULL;
-  }
+static inline tess_block_t *pop_block(tess_page_t *d) {
   tess_block_t *b = d->free;
   if (TESS_LIKELY(b != NULL)) {
     d->free = b->next;
     d->state++;
+  }
+  return b;
+}
+
+/* (The empty heap's counters are never written: its pages have no block.
+ * Each branch counts with one add at h + index.) */
+static inline void *pop_current(size_t size) {
+  tess_heap_t *h = tessi_tls_heap;
+  tess_block_t *b;
+  if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
+    tess_direct_t *entry = &h->direct[(size + 15) >> 4];
+    b = pop_block(entry->page);
+    if (TESS_LIKELY(b != NULL)) TESS_STAT_ADD(entry->allocs, 1);
+  } else if (size <= TESS_SLAB_MAX_SIZE) {
+    unsigned cls = tessi_class_of(size);
+    b = pop_block(h->current[cls]);
+    if (TESS_LIKELY(b != NULL)) TESS_STAT_ADD(h->stats.allocs[cls], 1);
+  } else {
+    return NULL;
   }
   return b;
 }
@@ -155,9 +222,16 @@ static TESS_NOINLINE void free_slow(void *p, const char *op) {
   if (p == NULL) return;
   block_info_t info = classify(p);
   switch (info.kind) {
-    case BLOCK_SLAB: tessi_heap_free_block(tessi_tls_heap, info.page, p); return;
+    case BLOCK_SLAB:
+      TESS_STAT_MINE(frees[info.page->size_class], 1);
+      tessi_heap_free_block(tessi_tls_heap, info.page, p);
+      return;
     case BLOCK_LARGE: tessi_large_free(info.region, info.page); return;
-    case BLOCK_HUGE: tessi_huge_free(p); return;
+    case BLOCK_HUGE:
+      TESS_STAT_MINE(huge_frees, 1);
+      TESS_STAT_MINE(huge_bytes_out, info.usable);
+      tessi_huge_free(p);
+      return;
     case BLOCK_INVALID: tessi_report_invalid(op, p, info.why);
   }
 }
@@ -167,6 +241,7 @@ static TESS_NOINLINE void free_slow(void *p, const char *op) {
 static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) {
   if (d->kind == TESS_PAGE_SLAB && tessi_is_block_start(in_slab, d->u.div_magic) &&
       atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap) {
+    TESS_STAT_MINE(frees[d->size_class], 1);
     tessi_heap_free_remote(d, p);
     return;
   }
@@ -190,12 +265,14 @@ void tess_free(void *p) {
   tess_page_t *d = tessi_page_head(page);
   uint64_t in_slab = tessi_offset_in_span(offset, page);
   /* only a live slab head of ours has our heap as owner (types.h) */
-  if (TESS_LIKELY(atomic_load_explicit(&d->owner, memory_order_relaxed) == tessi_tls_heap &&
+  tess_heap_t *h = tessi_tls_heap;
+  if (TESS_LIKELY(atomic_load_explicit(&d->owner, memory_order_relaxed) == h &&
                   tessi_is_block_start(in_slab, d->u.div_magic))) {
     tess_block_t *b = p;
     b->next = d->local_free;
     d->local_free = b;
-    if (TESS_UNLIKELY(tessi_state_drop(&d->state))) tessi_heap_local_free_done(tessi_tls_heap, d);
+    TESS_STAT_ADD(h->stats.frees[d->size_class], 1);
+    if (TESS_UNLIKELY(tessi_state_drop(&d->state))) tessi_heap_local_free_done(h, d);
     return;
   }
   free_other(p, d, in_slab);
@@ -231,13 +308,20 @@ void *tess_realloc(void *p, size_t size) {
     case BLOCK_LARGE:
       if (size > tessi_slab_limit && !is_huge(size) &&
           tessi_large_resize(info.region, info.page, size)) {
+        size_t now = (size_t)info.page->u.span.pages << TESS_PAGE_SHIFT;
+        if (now > info.usable) TESS_STAT_MINE(large_bytes_in, now - info.usable);
+        if (now < info.usable) TESS_STAT_MINE(large_bytes_out, info.usable - now);
         return p;
       }
       break;
     case BLOCK_HUGE:
       if (is_huge(size)) {
         void *q = tessi_huge_realloc(p, size);
-        if (q != NULL) return q;
+        if (q != NULL) {
+          TESS_STAT_MINE(huge_bytes_out, info.usable);
+          TESS_STAT_MINE(huge_bytes_in, tessi_huge_usable(q));
+          return q;
+        }
       }
       break;
     case BLOCK_INVALID: break;
@@ -320,6 +404,23 @@ const char *tess_version_string(void) { return TESS_VERSION_TEXT; }
 #else
 #define TESS_ALIAS(target) \
   __attribute__((alias(#target), copy(target), visibility("default"), used))
+#endif
+
+#if TESS_STATS_REQUESTED
+#undef tess_malloc
+#undef tess_calloc
+#undef tess_free
+#undef tess_free_sized
+#undef tess_free_aligned_sized
+#undef tess_realloc
+#undef tess_reallocarray
+#undef tess_aligned_alloc
+#undef tess_posix_memalign
+#undef tess_memalign
+#undef tess_valloc
+#undef tess_pvalloc
+#undef tess_usable_size
+#include "requested.c"
 #endif
 
 #if TESS_OVERRIDE

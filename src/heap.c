@@ -14,11 +14,14 @@
  * page, so its fast paths fall through to the slow path, which acquires a
  * real heap. */
 tess_heap_t tessi_heap_empty = {
-    .direct = {[0 ... TESS_DIRECT_SLOTS - 1] = &tessi_page_empty},
+    .direct = {[0 ... TESS_DIRECT_SLOTS - 1] = {&tessi_page_empty, 0}},
     .current = {[0 ... TESS_CLASSES - 1] = &tessi_page_empty},
 };
 
 __thread tess_heap_t *tessi_tls_heap = &tessi_heap_empty;
+
+_Atomic(tess_heap_t *) tessi_heaps_made;
+tess_heap_stats_t tessi_stats_shared;
 
 /* ------------------------------------------------------------ bin lists */
 
@@ -35,7 +38,7 @@ static void set_current(tess_heap_t *h, unsigned cls) {
   uint32_t size = tessi_classes[cls].block_size;
   if (size <= TESS_SMALL_MAX) {
     unsigned lo = cls == 0 ? 0 : tessi_classes[cls - 1].block_size / 16 + 1;
-    for (unsigned slot = lo; slot <= size / 16; slot++) h->direct[slot] = d;
+    for (unsigned slot = lo; slot <= size / 16; slot++) h->direct[slot].page = d;
   }
   if (d != &tessi_page_empty) d->state++;
   if (old != &tessi_page_empty && --old->state == 0) slab_empty(h, old);
@@ -137,8 +140,12 @@ static void empty_cache_drain(tess_heap_t *h) {
  * the per-heap budget, else give it back at once. */
 static void slab_empty(tess_heap_t *h, tess_page_t *d) {
   if (in_bin(h, d)) bin_unlink(h, d);
+  TESS_STAT_ADD(h->stats.slabs_done[d->size_class], 1);
   size_t pages = slab_pages(d);
   if ((h->empty_slab_pages + pages) << TESS_PAGE_SHIFT <= tessi_options.heap_cache / 4) {
+    /* no block and no class until formatted again (check.c relies on it) */
+    d->free = d->local_free = NULL;
+    d->capacity = 0;
     d->next = h->empty_slabs;
     h->empty_slabs = d;
     h->empty_slab_pages += pages;
@@ -214,6 +221,7 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
     tess_block_t *b = d->local_free;
     d->local_free = b->next;
     d->state = 0;
+    TESS_STAT_ADD(h->stats.frees[d->size_class], (uint64_t)-1); /* counted by the caller */
     tessi_report_invalid("free", b, "double free");
   }
   if (d->state & TESS_STATE_DETACHED) {
@@ -387,7 +395,10 @@ static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
     d = orphan_pick_locked(list);
     tessi_unlock(&list->lock);
   }
-  if (released != NULL) slab_release(released);
+  if (released != NULL) {
+    TESS_STAT_ADD(h->stats.slabs_done[cls], 1);
+    slab_release(released);
+  }
   if (d == NULL) return NULL;
   atomic_store_explicit(&d->owner, h, memory_order_relaxed);
   tessi_slab_collect_remote(d);
@@ -415,6 +426,7 @@ static void orphans_sweep(void) {
     tessi_unlock(&list->lock);
     while (empty != NULL) {
       tess_page_t *next = empty->next;
+      TESS_STAT_MINE(slabs_done[empty->size_class], 1);
       slab_release(empty);
       empty = next;
     }
@@ -430,10 +442,11 @@ static bool orphans_exist(unsigned cls) {
 
 /* ---------------------------------------------------------------- malloc */
 
-static inline void *pop_block(tess_page_t *d) {
+static inline void *pop_block(tess_heap_t *h, tess_page_t *d) {
   tess_block_t *b = d->free;
   d->free = b->next;
   d->state++;
+  TESS_STAT_ADD(h->stats.allocs[d->size_class], 1);
   return b;
 }
 
@@ -443,7 +456,7 @@ void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls) {
   tess_page_t *d;
 again:
   while ((d = h->bins[cls].first) != NULL) {
-    if (tessi_slab_refill(tessi_region_of_page(d), d)) return pop_block(d);
+    if (tessi_slab_refill(tessi_region_of_page(d), d)) return pop_block(h, d);
     /* full: out of the bin, unless remote frees arrived meanwhile */
     if (tessi_slab_try_detach(d)) {
       bin_remove(h, d);
@@ -467,7 +480,7 @@ again:
   }
   bin_push_front(h, d);
   tessi_slab_refill(tessi_region_of_page(d), d);
-  return pop_block(d);
+  return pop_block(h, d);
 }
 
 /* ----------------------------------------------------------- trimming */
@@ -561,6 +574,13 @@ static void pool_unlink_locked(tess_heap_t *h) {
   pool.length--;
 }
 
+size_t tessi_heap_pool_length(void) {
+  tessi_lock(&pool.lock);
+  size_t length = pool.length;
+  tessi_unlock(&pool.lock);
+  return length;
+}
+
 static tess_heap_t *pool_take(bool warmest) {
   tessi_lock(&pool.lock);
   tess_heap_t *h = warmest ? pool.warmest : pool.coldest;
@@ -595,11 +615,16 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
 static tess_heap_t *heap_create(void) {
   tess_heap_t *h = tessi_meta_alloc(sizeof(tess_heap_t));
   if (h == NULL) return NULL;
-  for (unsigned i = 0; i < TESS_DIRECT_SLOTS; i++) h->direct[i] = &tessi_page_empty;
+  for (unsigned i = 0; i < TESS_DIRECT_SLOTS; i++) h->direct[i].page = &tessi_page_empty;
   for (unsigned c = 0; c < TESS_CLASSES; c++) h->current[c] = &tessi_page_empty;
   h->home = tessi_partition_for_heap();
   static _Atomic(uint32_t) heaps_made;
   h->shard = atomic_fetch_add_explicit(&heaps_made, 1, memory_order_relaxed) % ORPHAN_SHARDS;
+  tess_heap_t *first = atomic_load_explicit(&tessi_heaps_made, memory_order_relaxed);
+  do {
+    h->next_made = first;
+  } while (!atomic_compare_exchange_weak_explicit(&tessi_heaps_made, &first, h,
+                                                  memory_order_release, memory_order_relaxed));
   return h;
 }
 

@@ -154,6 +154,9 @@ static inline uintptr_t tessi_page_addr(const tess_region_t *r, const tess_page_
  * answers bytes now and, in *peak, the most ever. */
 void tessi_span_account(ptrdiff_t pages);
 size_t tessi_footprint(size_t *peak);
+/* OS mode: bytes of free spans that may still be resident, and bytes
+ * decommitted so far. */
+void tessi_span_os_counts(size_t *dirty, size_t *decommitted);
 
 /* A new partition: all of its pages become one free span. */
 void tessi_span_init_partition(tess_partition_t *p, bool is_zero);
@@ -243,6 +246,38 @@ static inline bool tessi_heap_span_keep(tess_heap_t *h, tess_page_t *d) {
 }
 tess_heap_t *tessi_heap_acquire(void);
 void tessi_heap_release(tess_heap_t *h);
+/* Every heap ever made, newest first, linked by next_made (heaps are never
+ * freed, so the list only grows); and how many sit in the pool. */
+extern _Atomic(tess_heap_t *) tessi_heaps_made;
+size_t tessi_heap_pool_length(void);
+
+/* Counting (stats.c merges). The thread holding a heap adds to its
+ * counters with plain adds: readers load them relaxed, and an aligned
+ * 64-bit store does not tear on the targets we build for. Under TSan the
+ * adds are atomic, so that it checks everything else. Threads without a
+ * heap count in tessi_stats_shared, atomically. */
+#if defined(TESS_COUNTERS) && !TESS_COUNTERS /* a build measuring their cost */
+#define TESS_STAT_ADD(counter, n) ((void)0)
+#elif defined(__SANITIZE_THREAD__)
+#define TESS_STAT_ADD(counter, n) ((void)__atomic_fetch_add(&(counter), (n), __ATOMIC_RELAXED))
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TESS_STAT_ADD(counter, n) ((void)__atomic_fetch_add(&(counter), (n), __ATOMIC_RELAXED))
+#endif
+#endif
+#ifndef TESS_STAT_ADD
+#define TESS_STAT_ADD(counter, n) ((void)((counter) += (n)))
+#endif
+extern tess_heap_stats_t tessi_stats_shared;
+/* Adds n to `field` of the calling thread's counters (off the fast paths). */
+#define TESS_STAT_MINE(field, n)                                                  \
+  do {                                                                            \
+    tess_heap_t *stat_heap_ = tessi_tls_heap;                                     \
+    if (stat_heap_ != &tessi_heap_empty)                                          \
+      TESS_STAT_ADD(stat_heap_->stats.field, (n));                                \
+    else                                                                          \
+      (void)__atomic_fetch_add(&tessi_stats_shared.field, (n), __ATOMIC_RELAXED); \
+  } while (0)
 void tessi_heaps_fork_prepare(void);
 void tessi_heaps_fork_parent(void);
 void tessi_heaps_fork_child(void);
@@ -261,6 +296,20 @@ void *tessi_huge_realloc(void *p, size_t size);
 void tessi_huge_fork_prepare(void);
 void tessi_huge_fork_parent(void);
 void tessi_huge_fork_child(void);
+
+/* ----------------------------------------------------------------- stats */
+struct tess_stats;
+/* Every counter added up, peaks updated (stats.c). */
+void tessi_stats_merge(struct tess_stats *s);
+/* s as one JSON object (time_ms < 0: no time field); snprintf's contract. */
+size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int64_t time_ms);
+/* A merge when the footprint has grown by 1/64 since the last, so that
+ * peaks of live bytes are seen: two loads when not. */
+void tessi_stats_sample_if_grown(void);
+/* Fixed mode with TESS_STATS_INTERVAL_MS (OS builds): the series is written
+ * from the allocation slow path, by tessi_stats_series_tick (stats_os.c). */
+extern _Atomic(int) tessi_stats_series_on;
+void tessi_stats_series_tick(void);
 
 /* ------------------------------------------------------------------ init */
 extern _Atomic(int) tessi_ready;

@@ -67,6 +67,12 @@ static void read_size(const char *name, size_t *target, size_t min, size_t max) 
   *target = value;
 }
 
+/* strcmp() == 0 without libc: libtessalloc-oe.a links nothing it need not */
+static bool same(const char *a, const char *b) {
+  while (*a != '\0' && *a == *b) a++, b++;
+  return *a == *b;
+}
+
 void tessi_options_init(void) {
   size_t value = tessi_options.decommit_delay_ms;
   read_size("TESS_DECOMMIT_DELAY_MS", &value, 0, 3600u * 1000u);
@@ -79,4 +85,21 @@ void tessi_options_init(void) {
   read_size("TESS_PARTITIONS", &value, 0, TESS_MAX_PARTITIONS);
   tessi_options.partitions = (uint32_t)value;
   read_size("TESS_HEAP_SIZE", &tessi_options.heap_size, (size_t)1 << 20, (size_t)1 << 42);
+  const char *stats = tessi_plat_getenv("TESS_STATS");
+  if (stats != NULL) {
+    if (same(stats, "0") || stats[0] == '\0') {
+      tessi_options.stats_at_exit = 0;
+    } else if (same(stats, "1") || same(stats, "table")) {
+      tessi_options.stats_at_exit = 1;
+    } else if (same(stats, "json")) {
+      tessi_options.stats_at_exit = 2;
+    } else {
+      tessi_warn("TESS_STATS", "ignored: expected 0, 1, table or json");
+    }
+  }
+  value = tessi_options.stats_interval_ms;
+  read_size("TESS_STATS_INTERVAL_MS", &value, 0, 24u * 3600u * 1000u);
+  tessi_options.stats_interval_ms = (uint32_t)value;
+  const char *file = tessi_plat_getenv("TESS_STATS_FILE");
+  if (file != NULL && file[0] != '\0') tessi_options.stats_file = file;
 }

@@ -26,6 +26,7 @@ void tessi_slab_format(tess_page_t *d, unsigned cls, tess_heap_t *owner) {
   atomic_store_explicit(&d->remote, 0, memory_order_relaxed);
   atomic_store_explicit(&d->owner, owner, memory_order_relaxed);
   d->next = d->prev = NULL;
+  TESS_STAT_ADD(owner->stats.slabs_made[cls], 1);
   /* interior pages are zero (a free span's) but for the way to the head;
    * the head's kind was stamped by the span allocator */
   for (uint32_t i = 1; i < info->slab_pages; i++) {

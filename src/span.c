@@ -83,6 +83,26 @@ void tessi_span_account(ptrdiff_t pages) {
   }
 }
 
+static _Atomic(size_t) decommitted_pages;
+
+void tessi_span_os_counts(size_t *dirty, size_t *decommitted) {
+  size_t pages = 0;
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
+    for (unsigned i = 0; i < r->partition_count; i++) {
+      tess_partition_t *p = &r->partitions[i];
+      tessi_lock(&p->lock);
+      for (unsigned b = 0; b < TESS_SPAN_BINS; b++) {
+        for (tess_page_t *d = p->bins[b]; d != NULL; d = d->next) {
+          if (d->flags & TESS_SPAN_DIRTY) pages += d->u.span.pages;
+        }
+      }
+      tessi_unlock(&p->lock);
+    }
+  }
+  *dirty = pages << TESS_PAGE_SHIFT;
+  *decommitted = atomic_load_explicit(&decommitted_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
+}
+
 size_t tessi_footprint(size_t *peak) {
   if (peak != NULL) {
     *peak = atomic_load_explicit(&peak_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
@@ -260,6 +280,7 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
   for (tess_page_t *d = busy; d != NULL; d = d->next) {
     tessi_plat_decommit((void *)tessi_page_addr(p->region, d),
                         (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
+    atomic_fetch_add_explicit(&decommitted_pages, d->u.span.pages, memory_order_relaxed);
   }
   tessi_lock(&p->lock);
   for (tess_page_t *d = busy, *after; d != NULL; d = after) {

@@ -151,9 +151,32 @@ typedef struct tess_bin_s {
   tess_page_t *last;
 } tess_bin_t;
 
+/* Counters of one heap, written only by the thread that holds the heap
+ * and read by anyone (stats.c merges them). Slab blocks are counted by
+ * class except on the small malloc fast path, which counts in its direct[]
+ * entry (next to the slab pointer: one add, no class lookup); frees are
+ * counted by the freeing thread's heap, so a heap's allocs - frees may be
+ * negative. */
+typedef struct tess_heap_stats_s {
+  uint64_t allocs[TESS_CLASSES];
+  uint64_t frees[TESS_CLASSES];
+  uint64_t slabs_made[TESS_CLASSES]; /* formatted for the class */
+  uint64_t slabs_done[TESS_CLASSES]; /* emptied, no longer of the class */
+  uint64_t large_allocs, large_frees, large_bytes_in, large_bytes_out;
+  uint64_t huge_allocs, huge_frees, huge_bytes_in, huge_bytes_out;
+  uint64_t requested_in, requested_out; /* built with TESS_STATS_REQUESTED */
+} tess_heap_stats_t;
+
+/* A small size's current slab, and the allocations made from it on the
+ * fast path (together: malloc computes one address for both). */
+typedef struct tess_direct_s {
+  struct tess_page_s *page;
+  uint64_t allocs;
+} tess_direct_t;
+
 typedef struct tess_heap_s {
   /* current slab per size, for sizes <= TESS_SMALL_MAX: direct[(n+15)/16] */
-  tess_page_t *direct[TESS_DIRECT_SLOTS];
+  tess_direct_t direct[TESS_DIRECT_SLOTS];
   tess_page_t *current[TESS_CLASSES]; /* == bins[c].first or the empty page */
   tess_bin_t bins[TESS_CLASSES];
   tess_bin_t full;                 /* detached (full) slabs, any class */
@@ -166,7 +189,9 @@ typedef struct tess_heap_s {
   uint32_t shard;                /* which orphan lists it uses first */
   struct tess_heap_s *next_idle; /* pool links: next is colder */
   struct tess_heap_s *prev_idle;
-  uint64_t idle_mark; /* pool release count when last released or trimmed */
+  uint64_t idle_mark;            /* pool release count when last released or trimmed */
+  struct tess_heap_s *next_made; /* every heap ever made (never freed) */
+  tess_heap_stats_t stats;
 } tess_heap_t;
 
 /* ---------------------------------------------------------- size classes */
@@ -198,6 +223,9 @@ typedef struct tess_options_s {
   uint32_t partitions;        /* TESS_PARTITIONS: 0 = automatic */
   size_t heap_size;           /* TESS_HEAP_SIZE: run in one fixed region of this
                                  size (0: OS mode) */
+  uint32_t stats_at_exit;     /* TESS_STATS: 0 none, 1 table, 2 JSON */
+  uint32_t stats_interval_ms; /* TESS_STATS_INTERVAL_MS: 0 = no series */
+  const char *stats_file;     /* TESS_STATS_FILE: NULL = standard error */
 } tess_options_t;
 
 #endif /* TESS_TYPES_H */

@@ -5,6 +5,7 @@
  * REQUIRE(cond, fmt, ...) same, then abort: for states where going on would
  *                         only produce noise (corrupted memory, NULL block).
  * check_finish()          summary line; exit status for main().
+ * CHECK_HEAP(when)        tess_heap_check() finds nothing wrong.
  *
  * Reporting uses only stdio on stderr (unbuffered), which is safe from any
  * thread; the failure counter is atomic.
@@ -68,5 +69,14 @@ __attribute__((unused)) static size_t opaque(size_t x) {
   volatile size_t v = x;
   return v;
 }
+
+/* tessalloc's own invariant check (tess_heap_check) must find nothing.
+ * Call it where no other thread allocates or frees. */
+const char *tess_heap_check(void);
+#define CHECK_HEAP(when)                                                   \
+  do {                                                                     \
+    const char *heap_error_ = tess_heap_check();                           \
+    CHECK(heap_error_ == NULL, "tess_heap_check %s: %s", (when), heap_error_); \
+  } while (0)
 
 #endif /* TESS_TESTS_CHECK_H */

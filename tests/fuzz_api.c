@@ -3,7 +3,9 @@
  * Input bytes are a program of operations over SLOTS slots. The model keeps,
  * per slot, the requested size, the alignment and the byte every requested
  * byte must hold; contents are verified before every free and realloc, and
- * calloc memory must be zero. Each input frees everything it allocated.
+ * calloc memory must be zero. Each input frees everything it allocated, so
+ * the statistics must show as many frees as allocations over it, and every
+ * 32nd input tess_heap_check() must find the heap sound.
  *
  * Built with -DTESS_LIBFUZZER and -fsanitize=fuzzer this is a libFuzzer
  * target; otherwise main() runs random inputs:
@@ -111,6 +113,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memset(slots, 0, sizeof slots);
   struct reader r = {data, size, 0};
   size_t live = 0;
+  static struct tess_stats stats;
+  static unsigned long inputs;
+  tess_stats_get(&stats, sizeof stats);
+  uint64_t allocs_before = stats.allocs, frees_before = stats.frees;
 
   while (r.pos < r.size) {
     unsigned op = byte(&r) % 10;
@@ -220,6 +226,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   for (int i = 0; i < SLOTS; i++)
     if (slots[i].p) release(&slots[i], &live, i & 1);
+  tess_stats_get(&stats, sizeof stats);
+  if (stats.allocs - allocs_before != stats.frees - frees_before) {
+    fprintf(stderr, "fuzz_api: statistics: %llu allocations but %llu frees in one input\n",
+            (unsigned long long)(stats.allocs - allocs_before),
+            (unsigned long long)(stats.frees - frees_before));
+    abort();
+  }
+  if (++inputs % 32 == 0) {
+    const char *error = tess_heap_check();
+    if (error != NULL) {
+      fprintf(stderr, "fuzz_api: tess_heap_check: %s\n", error);
+      abort();
+    }
+  }
   return 0;
 }
 

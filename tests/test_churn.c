@@ -135,5 +135,6 @@ int main(int argc, char **argv) {
         total - warmup);
 #endif
   for (int i = 0; i < g_nhandoff; i++) verify_and_free(&g_handoff[i]);
+  CHECK_HEAP("after the churn");
   return check_finish("test_churn");
 }

@@ -314,6 +314,7 @@ int main(int argc, char **argv) {
       atomic_store(&check_failures_, 0); /* count this scenario's own */
       scenarios[i].run();
       fflush(stdout);
+      CHECK_HEAP(scenarios[i].name);
       _exit(check_finish(scenarios[i].name));
     }
     int status;

@@ -189,5 +189,6 @@ int main(int argc, char **argv) {
   long ops = 0;
   for (int i = 0; i < THREADS; i++) ops += atomic_load(&g_progress[i]);
   printf("test_fork: %d forks, %ld parent operations\n", forks, ops);
+  CHECK_HEAP("after the forks");
   return check_finish("test_fork");
 }

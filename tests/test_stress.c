@@ -252,6 +252,7 @@ int main(int argc, char **argv) {
     int orphans = g_norphans;
     run(fresh, FRESH);
     printf("round %d: %d orphans freed by fresh threads\n", round, orphans);
+    CHECK_HEAP("after a round");
     g_seed++;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);

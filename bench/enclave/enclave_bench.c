@@ -166,6 +166,7 @@ static struct {
   long max_nulls;    /* -1: no limit */
   long max_os_calls; /* -1: no limit */
   const char *csv;
+  const char *stats_jsonl;
   int info;
 } O = {
     .host = -1,
@@ -213,6 +214,8 @@ static void usage(FILE *f) {
           "  --keep-percent N           %% of a burst's survivors offered to the pool (2)\n"
           "  --other-frees N            pool blocks an other-ECALL frees at most (512)\n"
           "  --csv FILE                 b: the time series; a: the result as one CSV row\n"
+          "  --stats-jsonl FILE         b: the allocator's own statistics at each sample,\n"
+          "                             one JSON object per line (if it has any)\n"
           "checks:\n"
           "  --verify sig|head|full|none  write and check in each block: the first,\n"
           "                             the last and one word per 4 KiB (sig), the\n"
@@ -289,6 +292,7 @@ static void parse_args(int argc, char **argv) {
     OPT_MAXNULL,
     OPT_MAXOS,
     OPT_CSV,
+    OPT_STATS,
     OPT_INFO,
     OPT_HELP
   };
@@ -316,6 +320,7 @@ static void parse_args(int argc, char **argv) {
       {"max-nulls", required_argument, 0, OPT_MAXNULL},
       {"max-os-calls", required_argument, 0, OPT_MAXOS},
       {"csv", required_argument, 0, OPT_CSV},
+      {"stats-jsonl", required_argument, 0, OPT_STATS},
       {"info", no_argument, 0, OPT_INFO},
       {"help", no_argument, 0, OPT_HELP},
       {0, 0, 0, 0},
@@ -376,6 +381,7 @@ static void parse_args(int argc, char **argv) {
       case OPT_MAXNULL: O.max_nulls = parse_long(optarg, "--max-nulls", -1); break;
       case OPT_MAXOS: O.max_os_calls = parse_long(optarg, "--max-os-calls", -1); break;
       case OPT_CSV: O.csv = optarg; break;
+      case OPT_STATS: O.stats_jsonl = optarg; break;
       case OPT_INFO: O.info = 1; break;
       case OPT_HELP: usage(stdout); exit(0);
       default: usage(stderr); exit(2);
@@ -929,6 +935,7 @@ typedef struct {
 } sample_t;
 
 static FILE *g_csv;
+static FILE *g_stats;   /* --stats-jsonl */
 static sample_t g_peak; /* per column maximum */
 static size_t g_nsamples;
 static _Atomic int g_sampler_stop;
@@ -955,6 +962,14 @@ static void record_sample(const sample_t *x) {
     fprintf(g_csv, "%.3f,%" PRId64 ",%lld,%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%zu\n", x->t,
             x->live, x->footprint == SIZE_MAX ? -1LL : (long long)x->footprint, x->touched,
             x->ecalls, x->nulls, x->mallocs, x->pool_bytes);
+  if (g_stats) {
+    static char json[1 << 16];
+    size_t len = A->stats_json(json, sizeof json);
+    /* the sample's time goes first: {"time_ms":N, then the object's fields */
+    if (len < sizeof json && len > 2 && json[0] == '{') {
+      fprintf(g_stats, "{\"time_ms\":%lld,%s\n", (long long)(x->t * 1000.0), json + 1);
+    }
+  }
   if (x->live > g_peak.live) g_peak.live = x->live;
   if (x->footprint != SIZE_MAX && (g_peak.footprint == SIZE_MAX || x->footprint > g_peak.footprint))
     g_peak.footprint = x->footprint;
@@ -1080,6 +1095,13 @@ int main(int argc, char **argv) {
   }
   region_create();
   load_plugin();
+  if (O.workload == 'b' && O.stats_jsonl && A->stats_json) {
+    g_stats = fopen(O.stats_jsonl, "w");
+    if (!g_stats) {
+      perror(O.stats_jsonl);
+      return 2;
+    }
+  }
 
   pthread_t sampler;
   int pooled = O.host == HOST_POOLED;
@@ -1238,6 +1260,7 @@ int main(int argc, char **argv) {
   printf(" status=%s\n", ok ? "ok" : "fail");
 
   if (g_csv) fclose(g_csv);
+  if (g_stats) fclose(g_stats);
   if (O.workload == 'a' && O.csv) {
     FILE *f = fopen(O.csv, "w");
     if (f) {

@@ -39,6 +39,10 @@ typedef struct fixed_allocator_s {
    * own account; NULL when it keeps no such figure (the harness then
    * samples footprint()). */
   size_t (*footprint_peak)(void);
+  /* The allocator's statistics as one JSON object (tessalloc's
+   * tess_stats_json: snprintf's contract); NULL when it has none. Called
+   * by the sampler of workload B with --stats-jsonl. */
+  size_t (*stats_json)(char *buf, size_t size);
 } fixed_allocator_t;
 
 typedef const fixed_allocator_t *(*fixed_allocator_fn)(void);

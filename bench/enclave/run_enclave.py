@@ -32,6 +32,7 @@ import dataclasses
 import datetime
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -378,6 +379,20 @@ def run_a(bench: Path, plugin: Plugin, threads: int, repetition: int,
     return run, why
 
 
+def stats_series(series: Path) -> Path:
+    """The allocator's own statistics beside a B series (tessalloc only)."""
+    return series.with_name(series.stem + "_stats.jsonl")
+
+
+def plot_stats_series(path: Path) -> Optional[str]:
+    """Plots of an allocator's statistics series by tools/tess_stats_view.py
+    (<stem>_footprint.png, <stem>_fragmentation.png); why not, or None."""
+    viewer = REPO_ROOT / "tools" / "tess_stats_view.py"
+    proc = subprocess.run([sys.executable, str(viewer), str(path)], capture_output=True,
+                          text=True, check=False)
+    return None if proc.returncode == 0 else proc.stderr.strip()[-300:]
+
+
 def run_b(bench: Path, plugin: Plugin, host: str, repetition: int,
           series: Path, args: argparse.Namespace) -> tuple[BRun, str]:
     cmd = [str(bench), "--allocator", plugin.path, "--workload", "b",
@@ -387,7 +402,7 @@ def run_b(bench: Path, plugin: Plugin, host: str, repetition: int,
            "--pool-bytes", str(args.pool_bytes),
            "--sample-interval", f"{args.sample_interval:g}",
            "--verify", args.verify_b, "--seed", str(args.seed + repetition),
-           "--csv", str(series)]
+           "--csv", str(series), "--stats-jsonl", str(stats_series(series))]
     if args.tcs_b:
         cmd += ["--tcs", str(args.tcs_b)]
     kv, why = run_bench(cmd, f"B {plugin.name} {host}",
@@ -790,6 +805,17 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
                     + f" | {r.os_calls_after_init}{outside} | "
                     f"[png]({Path(r.series_csv).with_suffix('.png').name}) |")
     md.append("")
+    plots = []
+    for r in runs:
+        stem = stats_series(Path(r.series_csv)).stem
+        if (args.out / f"{stem}_fragmentation.png").is_file():
+            plots.append(f"{r.allocator} {r.host}: [footprint, slab and live bytes]"
+                         f"({stem}_footprint.png), [fragmentation by size class at the end]"
+                         f"({stem}_fragmentation.png)")
+    if plots:
+        md += ["Where the bytes go, by the allocator's own statistics (tess_stats_json at "
+               "each sample, drawn by tools/tess_stats_view.py): " + "; ".join(plots) + ".",
+               ""]
     md += b_targets(runs, hosts)
     return md
 
@@ -1043,6 +1069,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         continue
                     series = read_series(path)
                     plot_b_run(series, br, heap_b, path.with_suffix(".png"))
+                    stats = stats_series(path)
+                    if stats.is_file() and stats.stat().st_size > 0:
+                        failed = plot_stats_series(stats)
+                        if failed:
+                            log(f"stats plots of {stats.name} failed: {failed}")
                     if br.repetition == 1:
                         per_host.append((br.allocator, series))
                 if per_host:

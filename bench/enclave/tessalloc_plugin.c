@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "fixed_alloc.h"
+#include "tessalloc.h"
 #include "tessalloc_oe.h"
 
 #ifndef TESS_PLUGIN_VERSION
@@ -59,6 +60,7 @@ static const fixed_allocator_t table = {
     .usable_size = plugin_usable_size,
     .footprint = plugin_footprint,
     .footprint_peak = plugin_footprint_peak,
+    .stats_json = tess_stats_json,
 };
 
 __attribute__((visibility("default"))) const fixed_allocator_t *fixed_allocator(void) {

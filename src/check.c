@@ -1,0 +1,241 @@
+/* Introspection: walking every span of every region, to check the heap's
+ * invariants (tess_heap_check) or to visit its live blocks
+ * (tess_heap_visit). Both hold each partition's lock while they walk it
+ * and expect the rest of the program to be quiescent: slab free lists
+ * belong to their owners and are read without locks. No allocation, no
+ * libc beyond memset: this file is in libtessalloc-oe.a. */
+#include "internal.h"
+#include "tessalloc.h"
+
+#include <string.h>
+
+/* Sizes visited are usable sizes: less the requested-size tag in a
+ * TESS_STATS_REQUESTED build (requested.c). */
+#if TESS_STATS_REQUESTED
+#define VISIT_TAG sizeof(size_t)
+#else
+#define VISIT_TAG 0
+#endif
+
+/* One bit per block of the slab being looked at: set = free (on a list).
+ * Static, not on the stack (8 KiB), so the walk holds walk_lock. */
+static tess_lock_t walk_lock;
+static uint64_t free_bits[(UINT16_MAX + 1) / 64];
+
+typedef struct walk_s {
+  const char *error; /* the first broken invariant */
+  char message[160];
+  uint64_t slabs[TESS_CLASSES];       /* slabs in service, by class */
+  uint64_t live_blocks[TESS_CLASSES]; /* carved and on no list */
+  int (*visit)(void *, size_t, void *);
+  void *arg;
+  int visit_result;
+} walk_t;
+
+static size_t append(char *out, size_t n, size_t cap, const char *text) {
+  for (; *text != '\0' && n + 1 < cap; text++) out[n++] = *text;
+  out[n] = '\0';
+  return n;
+}
+
+/* "what at 0x<where>" (or "what: <where>-byte blocks" for a class) into
+ * w->message; only the first failure is kept. */
+static void fail(walk_t *w, const char *what, uintptr_t where, bool is_class) {
+  if (w->error != NULL) return;
+  char number[24];
+  size_t i = sizeof number - 1;
+  number[i] = '\0';
+  do {
+    number[--i] = "0123456789abcdef"[where % (is_class ? 10 : 16)];
+    where /= is_class ? 10 : 16;
+  } while (where != 0);
+  size_t n = append(w->message, 0, sizeof w->message, what);
+  n = append(w->message, n, sizeof w->message, is_class ? ": class of " : " at 0x");
+  n = append(w->message, n, sizeof w->message, &number[i]);
+  if (is_class) append(w->message, n, sizeof w->message, "-byte blocks");
+  w->error = w->message;
+}
+
+/* Marks block a of the slab at start in free_bits; false (and w->error)
+ * when it is outside the slab, not a block start, beyond the carved
+ * blocks, or already marked (a cycle, or a block on two lists). */
+static bool mark_block(walk_t *w, uintptr_t start, const tess_class_info_t *info, uint32_t capacity,
+                       uintptr_t a, const char *which) {
+  uint64_t index = (a - start) / info->block_size;
+  if (a < start || (a - start) % info->block_size != 0 || index >= capacity ||
+      (free_bits[index >> 6] & ((uint64_t)1 << (index & 63)))) {
+    fail(w, which, a, false);
+    return false;
+  }
+  free_bits[index >> 6] |= (uint64_t)1 << (index & 63);
+  return true;
+}
+
+/* Marks every block of a list (at most capacity links are followed). */
+static bool mark_list(walk_t *w, uintptr_t start, const tess_class_info_t *info, uint32_t capacity,
+                      tess_block_t *list, uint32_t *count, const char *which) {
+  for (tess_block_t *b = list; b != NULL; b = b->next) {
+    if (!mark_block(w, start, info, capacity, (uintptr_t)b, which)) return false;
+    (*count)++;
+  }
+  return true;
+}
+
+static bool is_current(const tess_page_t *d) {
+  tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
+  return owner != NULL && owner->current[d->size_class] == d;
+}
+
+static void walk_slab(walk_t *w, tess_region_t *r, tess_page_t *d) {
+  const tess_class_info_t *info = &tessi_classes[d->size_class];
+  uintptr_t start = tessi_page_addr(r, d);
+  for (uint32_t k = 1; k < info->slab_pages; k++) {
+    if (d[k].kind != TESS_PAGE_NONE || d[k].head_delta != k * sizeof(tess_page_t)) {
+      fail(w, "page map: slab page without the way to its head", start + k * TESS_PAGE_SIZE, false);
+      return;
+    }
+  }
+  if (d->capacity == 0) return; /* empty, cached by a heap: no class, no block */
+  if (d->capacity > info->slab_blocks) {
+    fail(w, "slab: more blocks carved than fit", start, false);
+    return;
+  }
+  memset(free_bits, 0, ((size_t)(d->capacity + 63) / 64) * sizeof free_bits[0]);
+  uint32_t on_lists = 0, pending = 0;
+  tess_block_t *remote = (tess_block_t *)(atomic_load_explicit(&d->remote, memory_order_relaxed) &
+                                          ~TESS_REMOTE_NOTIFY);
+  if (!mark_list(w, start, info, d->capacity, d->free, &on_lists, "free list: bad link") ||
+      !mark_list(w, start, info, d->capacity, d->local_free, &on_lists,
+                 "local free list: bad link") ||
+      !mark_list(w, start, info, d->capacity, remote, &pending, "remote free list: bad link")) {
+    return;
+  }
+  /* blocks freed into this slab through a delayed list: its owner's, or
+   * (a free racing with the slab's orphaning) the heap that owned it */
+  uintptr_t end = start + ((size_t)info->slab_pages << TESS_PAGE_SHIFT);
+  for (tess_heap_t *h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire); h != NULL;
+       h = h->next_made) {
+    for (tess_block_t *b = atomic_load_explicit(&h->delayed, memory_order_relaxed); b != NULL;
+         b = b->next) {
+      if ((uintptr_t)b < start || (uintptr_t)b >= end) continue;
+      if (!mark_block(w, start, info, d->capacity, (uintptr_t)b, "delayed free list: bad link")) {
+        return;
+      }
+      pending++;
+    }
+  }
+  int32_t out = (int32_t)(d->state & TESS_STATE_COUNT) - (is_current(d) ? 1 : 0);
+  /* state counts what other threads freed (remote, delayed) as out until
+   * the owner collects it */
+  if (out < 0 || (uint32_t)out != d->capacity - on_lists) {
+    fail(w, "slab: block count does not match its free lists", start, false);
+    return;
+  }
+  w->slabs[d->size_class]++;
+  w->live_blocks[d->size_class] += (uint32_t)out - pending;
+  if (w->visit == NULL) return;
+  for (uint32_t i = 0; i < d->capacity && w->visit_result == 0; i++) {
+    if (free_bits[i >> 6] & ((uint64_t)1 << (i & 63))) continue;
+    w->visit_result = w->visit((void *)(start + (size_t)i * info->block_size),
+                               info->block_size - VISIT_TAG, w->arg);
+  }
+}
+
+/* Walks one partition's spans, in address order. */
+static void walk_partition(walk_t *w, tess_region_t *r, tess_partition_t *p) {
+  size_t free_pages = 0;
+  for (size_t i = p->first_page; i < p->end_page && w->error == NULL && w->visit_result == 0;) {
+    tess_page_t *d = &r->pages[i];
+    uintptr_t addr = tessi_page_addr(r, d);
+    size_t pages;
+    switch (d->kind) {
+      case TESS_PAGE_SLAB:
+        if (d->size_class >= TESS_CLASSES) {
+          fail(w, "page map: slab head with a bad size class", addr, false);
+          return;
+        }
+        pages = tessi_classes[d->size_class].slab_pages;
+        break;
+      case TESS_PAGE_FREE:
+      case TESS_PAGE_LARGE:
+      case TESS_PAGE_META:
+      case TESS_PAGE_BUSY: pages = d->u.span.pages; break;
+      default: fail(w, "page map: no span starts here", addr, false); return;
+    }
+    if (pages == 0 || pages > p->end_page - i) {
+      fail(w, "page map: span length runs past its partition", addr, false);
+      return;
+    }
+    if (d->kind == TESS_PAGE_FREE) {
+      free_pages += pages;
+      if (pages > 1 &&
+          (d[pages - 1].kind != TESS_PAGE_FREE_TAIL || d[pages - 1].u.span.pages != pages - 1)) {
+        fail(w, "page map: free span without its tail", addr, false);
+        return;
+      }
+    } else if (d->kind == TESS_PAGE_LARGE) {
+      for (size_t k = 1; k < pages; k++) {
+        if (d[k].kind != TESS_PAGE_NONE || d[k].head_delta != 0) {
+          fail(w, "page map: large block page that is not blank", addr + k * TESS_PAGE_SIZE, false);
+          return;
+        }
+      }
+      if (w->visit != NULL && !(d->flags & TESS_LARGE_CACHED)) {
+        w->visit_result = w->visit((void *)addr, (pages << TESS_PAGE_SHIFT) - VISIT_TAG, w->arg);
+      }
+    } else if (d->kind == TESS_PAGE_SLAB) {
+      walk_slab(w, r, d);
+    }
+    i += pages;
+  }
+  if (w->error == NULL && w->visit_result == 0 && free_pages != p->free_pages) {
+    fail(w, "partition: free pages do not match its count",
+         tessi_page_addr(r, &r->pages[p->first_page]), false);
+  }
+}
+
+/* The caller holds walk_lock. */
+static void walk_all(walk_t *w) {
+  for (tess_region_t *r = tessi_region_first(); r != NULL && w->error == NULL;
+       r = tessi_region_next(r)) {
+    for (unsigned i = 0; i < r->partition_count && w->error == NULL && w->visit_result == 0; i++) {
+      tess_partition_t *p = &r->partitions[i];
+      tessi_lock(&p->lock);
+      walk_partition(w, r, p);
+      tessi_unlock(&p->lock);
+    }
+  }
+}
+
+const char *tess_heap_check(void) {
+  if (!atomic_load_explicit(&tessi_ready, memory_order_acquire)) return NULL;
+  static walk_t w;            /* its message outlives the call */
+  static struct tess_stats s; /* ~5 KiB: not on a small thread's stack */
+  tessi_lock(&walk_lock);
+  memset(&w, 0, sizeof w);
+  walk_all(&w);
+  if (w.error == NULL) tessi_stats_merge(&s);
+  /* the counters against what the walk found */
+  for (unsigned c = 0; c < TESS_CLASSES && w.error == NULL; c++) {
+    if (s.classes[c].slabs != w.slabs[c]) {
+      fail(&w, "counters: slab count differs from the page map", tessi_classes[c].block_size, true);
+    } else if (s.classes[c].live_blocks != w.live_blocks[c]) {
+      fail(&w, "counters: live blocks differ from the free lists", tessi_classes[c].block_size,
+           true);
+    }
+  }
+  tessi_unlock(&walk_lock);
+  return w.error;
+}
+
+int tess_heap_visit(int (*visit)(void *ptr, size_t size, void *arg), void *arg) {
+  if (visit == NULL || !atomic_load_explicit(&tessi_ready, memory_order_acquire)) return 0;
+  walk_t w;
+  memset(&w, 0, sizeof w);
+  w.visit = visit;
+  w.arg = arg;
+  tessi_lock(&walk_lock);
+  walk_all(&w);
+  tessi_unlock(&walk_lock);
+  return w.visit_result;
+}

@@ -1,0 +1,270 @@
+/* Statistics: merging the per-heap counters, and the JSON form.
+ *
+ * Each heap counts what its thread does (types.h, tess_heap_stats_t);
+ * threads without a heap count in tessi_stats_shared. A read walks the list
+ * of every heap ever made and adds up, so nothing on the fast paths is
+ * shared. Peaks cannot be summed from per-thread counters, so the merge
+ * itself keeps them: every read, and every time the footprint has grown by
+ * 1/64 since the last merge (allocation slow path), updates the peak of
+ * each class's live bytes. Plain C and no libc beyond memset: this file is
+ * in libtessalloc-oe.a. See docs/mechanisms/stats.md. */
+#include "internal.h"
+#include "tessalloc.h"
+
+#include <errno.h>
+#include <string.h>
+
+_Static_assert(TESS_CLASSES <= TESS_STATS_MAX_CLASSES, "public stats struct too small");
+
+static tess_lock_t peak_lock;
+static uint64_t class_peak[TESS_CLASSES]; /* under peak_lock */
+static uint64_t total_peak;
+static _Atomic(size_t) next_sample_footprint; /* merge when the peak passes it */
+_Atomic(int) tessi_stats_series_on;
+
+static uint64_t load(const uint64_t *counter) { return __atomic_load_n(counter, __ATOMIC_RELAXED); }
+
+static uint64_t difference(uint64_t in, uint64_t out) { return in > out ? in - out : 0; }
+
+typedef struct totals_s {
+  uint64_t allocs[TESS_CLASSES], frees[TESS_CLASSES], made[TESS_CLASSES], done[TESS_CLASSES];
+  uint64_t span[8]; /* large_allocs .. huge_bytes_out, in struct order */
+  uint64_t requested_in, requested_out;
+  uint64_t heaps;
+} totals_t;
+
+/* A heap's counters (h: its direct[] counts too, NULL for the shared ones). */
+static void add_heap(totals_t *t, const tess_heap_stats_t *s, const tess_heap_t *h) {
+  for (unsigned slot = 0; h != NULL && slot < TESS_DIRECT_SLOTS; slot++) {
+    t->allocs[tessi_class_of(slot * 16u)] += load(&h->direct[slot].allocs);
+  }
+  for (unsigned c = 0; c < TESS_CLASSES; c++) {
+    t->allocs[c] += load(&s->allocs[c]);
+    t->frees[c] += load(&s->frees[c]);
+    t->made[c] += load(&s->slabs_made[c]);
+    t->done[c] += load(&s->slabs_done[c]);
+  }
+  const uint64_t *span = &s->large_allocs;
+  for (unsigned i = 0; i < 8; i++) t->span[i] += load(&span[i]);
+  t->requested_in += load(&s->requested_in);
+  t->requested_out += load(&s->requested_out);
+}
+
+static void fill_span(struct tess_span_stats *out, const uint64_t *span) {
+  out->allocs = span[0];
+  out->frees = span[1];
+  out->live = difference(span[0], span[1]);
+  out->live_bytes = difference(span[2], span[3]);
+}
+
+/* Adds up every heap's counters into s (when not NULL) and updates the
+ * peaks. Holds peak_lock. */
+static void merge_counters_locked(struct tess_stats *s) {
+  static totals_t t; /* too large for a small thread's stack; under peak_lock */
+  static struct tess_stats scratch;
+  if (s == NULL) s = &scratch;
+  memset(&t, 0, sizeof t);
+  add_heap(&t, &tessi_stats_shared, NULL);
+  for (tess_heap_t *h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire); h != NULL;
+       h = h->next_made) {
+    add_heap(&t, &h->stats, h);
+    t.heaps++;
+  }
+  s->class_count = TESS_CLASSES;
+  s->fixed = tessi_primary->is_fixed;
+  s->live_bytes = s->slab_bytes = s->allocs = s->frees = 0;
+  for (unsigned c = 0; c < TESS_CLASSES; c++) {
+    struct tess_class_stats *cs = &s->classes[c];
+    const tess_class_info_t *info = &tessi_classes[c];
+    cs->block_size = info->block_size;
+    cs->slab_pages = info->slab_pages;
+    cs->allocs = t.allocs[c];
+    cs->frees = t.frees[c];
+    cs->live_blocks = difference(t.allocs[c], t.frees[c]);
+    cs->live_bytes = cs->live_blocks * info->block_size;
+    cs->slabs = difference(t.made[c], t.done[c]);
+    cs->slab_bytes = (cs->slabs * info->slab_pages) << TESS_PAGE_SHIFT;
+    if (cs->live_bytes > class_peak[c]) class_peak[c] = cs->live_bytes;
+    cs->peak_live_bytes = class_peak[c];
+    s->allocs += cs->allocs;
+    s->frees += cs->frees;
+    s->live_bytes += cs->live_bytes;
+    s->slab_bytes += cs->slab_bytes;
+  }
+  fill_span(&s->large, &t.span[0]);
+  fill_span(&s->huge, &t.span[4]);
+  s->allocs += s->large.allocs + s->huge.allocs;
+  s->frees += s->large.frees + s->huge.frees;
+  s->live_bytes += s->large.live_bytes + s->huge.live_bytes;
+  if (s->live_bytes > total_peak) total_peak = s->live_bytes;
+  s->peak_live_bytes = total_peak;
+  s->heaps_in_use = t.heaps; /* less the pooled ones, below */
+  s->requested_live_bytes = difference(t.requested_in, t.requested_out);
+}
+
+void tessi_stats_merge(struct tess_stats *s) {
+  memset(s, 0, sizeof *s);
+  s->version = TESS_STATS_VERSION;
+  s->size = (uint32_t)sizeof *s;
+  if (!atomic_load_explicit(&tessi_ready, memory_order_acquire)) return;
+  tessi_lock(&peak_lock);
+  merge_counters_locked(s);
+  tessi_unlock(&peak_lock);
+
+  size_t peak;
+  s->footprint = tessi_footprint(&peak);
+  s->peak_footprint = peak;
+  size_t pooled = tessi_heap_pool_length();
+  s->heaps_pooled = pooled;
+  s->heaps_in_use = difference(s->heaps_in_use, pooled);
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
+    s->region_bytes += r->size;
+  }
+  if (!s->fixed) {
+    size_t dirty, decommitted;
+    tessi_span_os_counts(&dirty, &decommitted);
+    s->committed = s->footprint + dirty;
+    s->decommitted = decommitted;
+  }
+}
+
+void tessi_stats_sample_if_grown(void) {
+  size_t peak;
+  tessi_footprint(&peak);
+  size_t next = atomic_load_explicit(&next_sample_footprint, memory_order_relaxed);
+  if (TESS_LIKELY(peak < next)) return;
+  /* one thread merges, the others go on; never waits */
+  if (!atomic_compare_exchange_strong_explicit(&next_sample_footprint, &next,
+                                               peak + peak / 64 + TESS_PAGE_SIZE,
+                                               memory_order_relaxed, memory_order_relaxed) ||
+      !tessi_trylock(&peak_lock)) {
+    return;
+  }
+  merge_counters_locked(NULL);
+  tessi_unlock(&peak_lock);
+}
+
+int tess_stats_get(struct tess_stats *out, size_t struct_size) {
+  if (out == NULL || struct_size < offsetof(struct tess_stats, classes)) return EINVAL;
+  (void)tessi_ensure_init();
+  struct tess_stats s;
+  tessi_stats_merge(&s);
+  size_t n = TESS_MIN(struct_size, sizeof s);
+  s.size = (uint32_t)n;
+  memcpy(out, &s, n);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+typedef struct writer_s {
+  char *buf;
+  size_t size; /* of buf */
+  size_t len;  /* of the whole text, written or not */
+} writer_t;
+
+static void put(writer_t *w, const char *text) {
+  for (; *text != '\0'; text++, w->len++) {
+    if (w->len + 1 < w->size) w->buf[w->len] = *text;
+  }
+}
+
+static void put_u64(writer_t *w, uint64_t v) {
+  char digits[21];
+  size_t i = sizeof digits - 1;
+  digits[i] = '\0';
+  do {
+    digits[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  put(w, &digits[i]);
+}
+
+static void field(writer_t *w, const char *name, uint64_t v) {
+  put(w, ",\"");
+  put(w, name);
+  put(w, "\":");
+  put_u64(w, v);
+}
+
+/* 1 - live/slab with four decimals (0 when there are no slab bytes) */
+static void put_fragmentation(writer_t *w, uint64_t live, uint64_t slab) {
+  uint64_t free = difference(slab, live);
+  uint64_t ten_thousandths = slab == 0 ? 0 : (free * 10000 + slab / 2) / slab;
+  put(w, ",\"fragmentation\":");
+  put_u64(w, ten_thousandths / 10000);
+  put(w, ".");
+  char frac[5] = {(char)('0' + ten_thousandths / 1000 % 10),
+                  (char)('0' + ten_thousandths / 100 % 10), (char)('0' + ten_thousandths / 10 % 10),
+                  (char)('0' + ten_thousandths % 10), '\0'};
+  put(w, frac);
+}
+
+static void put_span(writer_t *w, const char *name, const struct tess_span_stats *s) {
+  put(w, ",\"");
+  put(w, name);
+  put(w, "\":{\"allocs\":");
+  put_u64(w, s->allocs);
+  field(w, "frees", s->frees);
+  field(w, "live", s->live);
+  field(w, "live_bytes", s->live_bytes);
+  put(w, "}");
+}
+
+size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int64_t time_ms) {
+  writer_t w = {buf, size, 0};
+  put(&w, "{\"tessalloc\":\"");
+  put(&w, tess_version_string() + sizeof "tessalloc " - 1);
+  put(&w, "\"");
+  field(&w, "version", s->version);
+  if (time_ms >= 0) field(&w, "time_ms", (uint64_t)time_ms);
+  put(&w, s->fixed ? ",\"mode\":\"fixed\"" : ",\"mode\":\"os\"");
+  field(&w, "footprint", s->footprint);
+  field(&w, "peak_footprint", s->peak_footprint);
+  field(&w, "region_bytes", s->region_bytes);
+  field(&w, "committed", s->committed);
+  field(&w, "decommitted", s->decommitted);
+  field(&w, "heaps_in_use", s->heaps_in_use);
+  field(&w, "heaps_pooled", s->heaps_pooled);
+  field(&w, "allocs", s->allocs);
+  field(&w, "frees", s->frees);
+  field(&w, "live_bytes", s->live_bytes);
+  field(&w, "slab_bytes", s->slab_bytes);
+  field(&w, "peak_live_bytes", s->peak_live_bytes);
+  field(&w, "requested_live_bytes", s->requested_live_bytes);
+  uint64_t slab_live = 0;
+  for (unsigned c = 0; c < s->class_count; c++) slab_live += s->classes[c].live_bytes;
+  put_fragmentation(&w, slab_live, s->slab_bytes);
+  put_span(&w, "large", &s->large);
+  put_span(&w, "huge", &s->huge);
+  put(&w, ",\"classes\":[");
+  bool first = true;
+  for (unsigned c = 0; c < s->class_count; c++) {
+    const struct tess_class_stats *cs = &s->classes[c];
+    if (cs->allocs == 0 && cs->slabs == 0) continue; /* never used: left out */
+    put(&w, first ? "{\"class\":" : ",{\"class\":");
+    first = false;
+    put_u64(&w, c);
+    field(&w, "block_size", cs->block_size);
+    field(&w, "slab_pages", cs->slab_pages);
+    field(&w, "allocs", cs->allocs);
+    field(&w, "frees", cs->frees);
+    field(&w, "live_blocks", cs->live_blocks);
+    field(&w, "live_bytes", cs->live_bytes);
+    field(&w, "slabs", cs->slabs);
+    field(&w, "slab_bytes", cs->slab_bytes);
+    field(&w, "peak_live_bytes", cs->peak_live_bytes);
+    put_fragmentation(&w, cs->live_bytes, cs->slab_bytes);
+    put(&w, "}");
+  }
+  put(&w, "]}");
+  if (size > 0) buf[TESS_MIN(w.len, size - 1)] = '\0';
+  return w.len;
+}
+
+size_t tess_stats_json(char *buf, size_t buf_size) {
+  (void)tessi_ensure_init();
+  struct tess_stats s;
+  tessi_stats_merge(&s);
+  return tessi_stats_json(buf, buf_size, &s, -1);
+}

@@ -1,0 +1,321 @@
+/* Statistics output in OS builds (not in libtessalloc-oe.a): the readable
+ * table, TESS_STATS at exit, the TESS_STATS_INTERVAL_MS series, and glibc's
+ * mallinfo2 / mallinfo / malloc_stats / malloc_info on top of the merged
+ * counters.
+ *
+ * Output never allocates from tessalloc: reports are formatted into static
+ * buffers and written with write(2), so they work at exit, from the sampler
+ * thread, and with the heap in any state. The series comes from a thread in
+ * OS mode; in (emulated) fixed mode, where an enclave has no threads of its
+ * own to spare, from the allocation slow path, at most once per interval. */
+#include "internal.h"
+#include "tessalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static tess_lock_t output_lock;
+static char json_buffer[16384]; /* under output_lock */
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t start_ms;
+
+static void write_all(int fd, const char *text, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, text, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text += n;
+    len -= (size_t)n;
+  }
+}
+
+/* Appends text to TESS_STATS_FILE, or writes it to standard error. */
+static void emit(const char *text, size_t len) {
+  int saved = errno;
+  if (tessi_options.stats_file != NULL) {
+    int fd = open(tessi_options.stats_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      write_all(fd, text, len);
+      close(fd);
+    }
+  } else {
+    write_all(STDERR_FILENO, text, len);
+  }
+  errno = saved;
+}
+
+static void emit_json_line(int64_t time_ms) {
+  static struct tess_stats s;
+  tessi_lock(&output_lock);
+  tessi_stats_merge(&s);
+  size_t len = tessi_stats_json(json_buffer, sizeof json_buffer - 1, &s, time_ms);
+  if (len < sizeof json_buffer - 1) {
+    json_buffer[len++] = '\n';
+    emit(json_buffer, len);
+  }
+  tessi_unlock(&output_lock);
+}
+
+/* ------------------------------------------------------------ the table */
+
+static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
+
+static double fragmentation(uint64_t live, uint64_t slab) {
+  return slab == 0 ? 0.0 : 1.0 - (double)live / (double)slab;
+}
+
+/* The table into buf (snprintf, which does not allocate for these
+ * formats); returns its length. */
+static size_t format_table(char *buf, size_t size, const struct tess_stats *s) {
+  size_t n = 0;
+#define OUT(...)                                                      \
+  do {                                                                \
+    int k_ = snprintf(buf + n, n < size ? size - n : 0, __VA_ARGS__); \
+    if (k_ > 0) n += (size_t)k_;                                      \
+  } while (0)
+  uint64_t slab_live = 0;
+  for (unsigned c = 0; c < s->class_count; c++) slab_live += s->classes[c].live_bytes;
+  OUT("tessalloc %s statistics (%s mode)\n", tess_version_string() + sizeof "tessalloc " - 1,
+      s->fixed ? "fixed" : "OS");
+  OUT("  footprint %.2f MiB (peak %.2f) of %.2f MiB %s\n", mib(s->footprint),
+      mib(s->peak_footprint), mib(s->region_bytes), s->fixed ? "region" : "reserved");
+  if (!s->fixed) {
+    OUT("  committed %.2f MiB, decommitted so far %.2f MiB\n", mib(s->committed),
+        mib(s->decommitted));
+  }
+  OUT("  heaps: %llu in use, %llu pooled\n", (unsigned long long)s->heaps_in_use,
+      (unsigned long long)s->heaps_pooled);
+  OUT("  live %.2f MiB (peak %.2f) in %llu allocs - %llu frees; slabs %.2f MiB, "
+      "fragmentation %.1f%%\n",
+      mib(s->live_bytes), mib(s->peak_live_bytes), (unsigned long long)s->allocs,
+      (unsigned long long)s->frees, mib(s->slab_bytes),
+      100.0 * fragmentation(slab_live, s->slab_bytes));
+  OUT("  large: %llu live, %.2f MiB (%llu allocs); huge: %llu live, %.2f MiB (%llu allocs)\n",
+      (unsigned long long)s->large.live, mib(s->large.live_bytes),
+      (unsigned long long)s->large.allocs, (unsigned long long)s->huge.live,
+      mib(s->huge.live_bytes), (unsigned long long)s->huge.allocs);
+  OUT("  %8s %12s %12s %10s %11s %11s %7s %11s %6s\n", "block", "allocs", "frees", "live",
+      "live KiB", "peak KiB", "slabs", "slab KiB", "frag");
+  for (unsigned c = 0; c < s->class_count; c++) {
+    const struct tess_class_stats *cs = &s->classes[c];
+    if (cs->allocs == 0 && cs->slabs == 0) continue;
+    OUT("  %8llu %12llu %12llu %10llu %11.1f %11.1f %7llu %11.1f %5.1f%%\n",
+        (unsigned long long)cs->block_size, (unsigned long long)cs->allocs,
+        (unsigned long long)cs->frees, (unsigned long long)cs->live_blocks,
+        (double)cs->live_bytes / 1024.0, (double)cs->peak_live_bytes / 1024.0,
+        (unsigned long long)cs->slabs, (double)cs->slab_bytes / 1024.0,
+        100.0 * fragmentation(cs->live_bytes, cs->slab_bytes));
+  }
+#undef OUT
+  return TESS_MIN(n, size > 0 ? size - 1 : 0);
+}
+
+void tess_stats_print(FILE *out) {
+  static struct tess_stats s;
+  static char table[16384];
+  (void)tessi_ensure_init();
+  tessi_lock(&output_lock);
+  tessi_stats_merge(&s);
+  size_t len = format_table(table, sizeof table, &s);
+  tessi_unlock(&output_lock);
+  fwrite(table, 1, len, out != NULL ? out : stderr);
+}
+
+/* ------------------------------------------------------ exit and series */
+
+__attribute__((destructor)) static void report_at_exit(void) {
+  if (!atomic_load_explicit(&tessi_ready, memory_order_acquire)) return;
+  if (tessi_options.stats_at_exit == 2) {
+    emit_json_line(-1);
+  } else if (tessi_options.stats_at_exit == 1) {
+    static struct tess_stats s;
+    static char table[16384];
+    tessi_lock(&output_lock);
+    tessi_stats_merge(&s);
+    size_t len = format_table(table, sizeof table, &s);
+    emit(table, len);
+    tessi_unlock(&output_lock);
+  }
+}
+
+static _Atomic(uint64_t) next_line_ms;
+
+static void *sampler(void *arg) {
+  (void)arg;
+  for (;;) {
+    emit_json_line((int64_t)(now_ms() - start_ms));
+    uint32_t ms = tessi_options.stats_interval_ms;
+    struct timespec ts = {(time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
+  return NULL;
+}
+
+void tessi_stats_series_tick(void) {
+  uint64_t now = now_ms();
+  uint64_t due = atomic_load_explicit(&next_line_ms, memory_order_relaxed);
+  if (now < due || !atomic_compare_exchange_strong_explicit(
+                       &next_line_ms, &due, now + tessi_options.stats_interval_ms,
+                       memory_order_relaxed, memory_order_relaxed)) {
+    return;
+  }
+  emit_json_line((int64_t)(now - start_ms));
+}
+
+/* Runs when the library is loaded (or the program starts, when linked
+ * statically), after libc is up: safe to start a thread. */
+__attribute__((constructor)) static void series_start(void) {
+  start_ms = now_ms();
+  if (tessi_plat_getenv("TESS_STATS_INTERVAL_MS") == NULL) return; /* init stays lazy */
+  if (!tessi_ensure_init() || tessi_options.stats_interval_ms == 0) return;
+  if (tessi_primary->is_fixed) {
+    atomic_store_explicit(&tessi_stats_series_on, 1, memory_order_relaxed);
+    return;
+  }
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&thread, &attr, sampler, NULL) != 0) {
+    tessi_warn("TESS_STATS_INTERVAL_MS", "ignored: the sampler thread could not start");
+  }
+  pthread_attr_destroy(&attr);
+}
+
+/* ------------------------------------------------- glibc's interfaces */
+#if TESS_OVERRIDE
+
+static size_t clamp_int(uint64_t v) { return v > INT_MAX ? INT_MAX : v; }
+
+/* Free blocks in slabs: what the slab bytes could still hold. */
+static uint64_t slab_free_blocks(const struct tess_stats *s) {
+  uint64_t blocks = 0;
+  for (unsigned c = 0; c < s->class_count; c++) {
+    const struct tess_class_stats *cs = &s->classes[c];
+    if (cs->block_size == 0) continue;
+    uint64_t room = cs->slab_bytes / cs->block_size;
+    blocks += room > cs->live_blocks ? room - cs->live_blocks : 0;
+  }
+  return blocks;
+}
+
+__attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void) {
+  static struct tess_stats s;
+  (void)tessi_ensure_init();
+  tessi_lock(&output_lock);
+  tessi_stats_merge(&s);
+  struct mallinfo2 mi;
+  memset(&mi, 0, sizeof mi);
+  uint64_t in_use = s.live_bytes - s.huge.live_bytes;
+  mi.arena = s.footprint;
+  mi.ordblks = slab_free_blocks(&s);
+  mi.hblks = s.huge.live;
+  mi.hblkhd = s.huge.live_bytes;
+  mi.usmblks = s.peak_footprint;
+  mi.uordblks = in_use;
+  mi.fordblks = s.footprint > in_use ? s.footprint - in_use : 0;
+  tessi_unlock(&output_lock);
+  return mi;
+}
+
+__attribute__((visibility("default"))) struct mallinfo mallinfo(void) {
+  struct mallinfo2 m2 = mallinfo2();
+  struct mallinfo mi;
+  memset(&mi, 0, sizeof mi);
+  mi.arena = (int)clamp_int(m2.arena);
+  mi.ordblks = (int)clamp_int(m2.ordblks);
+  mi.hblks = (int)clamp_int(m2.hblks);
+  mi.hblkhd = (int)clamp_int(m2.hblkhd);
+  mi.usmblks = (int)clamp_int(m2.usmblks);
+  mi.uordblks = (int)clamp_int(m2.uordblks);
+  mi.fordblks = (int)clamp_int(m2.fordblks);
+  return mi;
+}
+
+/* glibc's layout: one arena, then the totals, on standard error. */
+__attribute__((visibility("default"))) void malloc_stats(void) {
+  static struct tess_stats s;
+  static char text[1024];
+  (void)tessi_ensure_init();
+  tessi_lock(&output_lock);
+  tessi_stats_merge(&s);
+  uint64_t in_use = s.live_bytes - s.huge.live_bytes;
+  int n = snprintf(text, sizeof text,
+                   "Arena 0:\nsystem bytes     = %10llu\nin use bytes     = %10llu\n"
+                   "Total (incl. mmap):\nsystem bytes     = %10llu\nin use bytes     = %10llu\n"
+                   "max mmap regions = %10llu\nmax mmap bytes   = %10llu\n",
+                   (unsigned long long)s.footprint, (unsigned long long)in_use,
+                   (unsigned long long)(s.footprint + s.huge.live_bytes),
+                   (unsigned long long)s.live_bytes, (unsigned long long)s.huge.live,
+                   (unsigned long long)s.huge.live_bytes);
+  tessi_unlock(&output_lock);
+  if (n > 0) write_all(STDERR_FILENO, text, TESS_MIN((size_t)n, sizeof text - 1));
+}
+
+/* glibc's XML shape: <malloc version="1"><heap nr="0"> with the free
+ * blocks by size, the totals and the system figures; then the totals of
+ * all heaps (here: one). */
+__attribute__((visibility("default"))) int malloc_info(int options, FILE *out) {
+  if (options != 0 || out == NULL) {
+    errno = EINVAL;
+    return -1;
+  }
+  static struct tess_stats s;
+  (void)tessi_ensure_init();
+  tessi_lock(&output_lock);
+  tessi_stats_merge(&s);
+  tessi_unlock(&output_lock);
+  uint64_t free_blocks = 0, free_bytes = 0, from = 1;
+  fputs("<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n", out);
+  for (unsigned c = 0; c < s.class_count; c++) {
+    const struct tess_class_stats *cs = &s.classes[c];
+    uint64_t room = cs->block_size ? cs->slab_bytes / cs->block_size : 0;
+    uint64_t count = room > cs->live_blocks ? room - cs->live_blocks : 0;
+    if (count != 0) {
+      fprintf(out, "<size from=\"%llu\" to=\"%llu\" total=\"%llu\" count=\"%llu\"/>\n",
+              (unsigned long long)from, (unsigned long long)cs->block_size,
+              (unsigned long long)(count * cs->block_size), (unsigned long long)count);
+    }
+    free_blocks += count;
+    free_bytes += count * cs->block_size;
+    from = cs->block_size + 1;
+  }
+  uint64_t system = s.footprint;
+  fprintf(out,
+          "</sizes>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+          "<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n"
+          "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n"
+          "<aspace type=\"total\" size=\"%llu\"/>\n<aspace type=\"mprotect\" size=\"%llu\"/>\n"
+          "</heap>\n",
+          (unsigned long long)free_blocks, (unsigned long long)free_bytes,
+          (unsigned long long)system, (unsigned long long)s.peak_footprint,
+          (unsigned long long)s.region_bytes, (unsigned long long)system);
+  fprintf(out,
+          "<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+          "<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n"
+          "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n"
+          "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n"
+          "<aspace type=\"total\" size=\"%llu\"/>\n<aspace type=\"mprotect\" size=\"%llu\"/>\n"
+          "</malloc>\n",
+          (unsigned long long)free_blocks, (unsigned long long)free_bytes,
+          (unsigned long long)s.huge.live, (unsigned long long)s.huge.live_bytes,
+          (unsigned long long)(system + s.huge.live_bytes), (unsigned long long)s.peak_footprint,
+          (unsigned long long)s.region_bytes, (unsigned long long)system);
+  return 0;
+}
+
+#endif /* TESS_OVERRIDE */
