@@ -18,10 +18,7 @@
 static void *core_malloc(size_t size);
 static void *core_calloc(size_t count, size_t size);
 static void core_free(void *p);
-__attribute__((unused)) static void core_free_sized(void *p, size_t size);
-__attribute__((unused)) static void core_free_aligned_sized(void *p, size_t alignment, size_t size);
 static void *core_realloc(void *p, size_t size);
-__attribute__((unused)) static void *core_reallocarray(void *p, size_t count, size_t size);
 static void *core_aligned_alloc(size_t alignment, size_t size);
 static int core_posix_memalign(void **out, size_t alignment, size_t size);
 static void *core_memalign(size_t alignment, size_t size);
@@ -31,10 +28,7 @@ static size_t core_usable_size(const void *p);
 #define tess_malloc core_malloc
 #define tess_calloc core_calloc
 #define tess_free core_free
-#define tess_free_sized core_free_sized
-#define tess_free_aligned_sized core_free_aligned_sized
 #define tess_realloc core_realloc
-#define tess_reallocarray core_reallocarray
 #define tess_aligned_alloc core_aligned_alloc
 #define tess_posix_memalign core_posix_memalign
 #define tess_memalign core_memalign
@@ -189,9 +183,9 @@ static inline void *pop_current(size_t size) {
   tess_heap_t *h = tessi_tls_heap;
   tess_block_t *b;
   if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
-    tess_direct_t *entry = &h->direct[(size + 15) >> 4];
-    b = pop_block(entry->page);
-    if (TESS_LIKELY(b != NULL)) TESS_STAT_ADD(entry->allocs, 1);
+    size_t slot = (size + 15) >> 4;
+    b = pop_block(h->direct[slot]);
+    if (TESS_LIKELY(b != NULL)) TESS_STAT_INC_AT(h->stats.slot_allocs, slot);
   } else if (size <= TESS_SLAB_MAX_SIZE) {
     unsigned cls = tessi_class_of(size);
     b = pop_block(h->current[cls]);
@@ -278,17 +272,6 @@ void tess_free(void *p) {
   free_other(p, d, in_slab);
 }
 
-void tess_free_sized(void *p, size_t size) {
-  (void)size;
-  tess_free(p);
-}
-
-void tess_free_aligned_sized(void *p, size_t alignment, size_t size) {
-  (void)alignment;
-  (void)size;
-  tess_free(p);
-}
-
 /* ---------------------------------------------------------------- realloc */
 
 void *tess_realloc(void *p, size_t size) {
@@ -331,12 +314,6 @@ void *tess_realloc(void *p, size_t size) {
   memcpy(q, p, TESS_MIN(size, info.usable));
   tess_free(p);
   return q;
-}
-
-void *tess_reallocarray(void *p, size_t count, size_t size) {
-  size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) return fail_nomem();
-  return tess_realloc(p, total);
 }
 
 /* ------------------------------------------------------------ alignment */
@@ -410,10 +387,7 @@ const char *tess_version_string(void) { return TESS_VERSION_TEXT; }
 #undef tess_malloc
 #undef tess_calloc
 #undef tess_free
-#undef tess_free_sized
-#undef tess_free_aligned_sized
 #undef tess_realloc
-#undef tess_reallocarray
 #undef tess_aligned_alloc
 #undef tess_posix_memalign
 #undef tess_memalign
@@ -422,6 +396,26 @@ const char *tess_version_string(void) { return TESS_VERSION_TEXT; }
 #undef tess_usable_size
 #include "requested.c"
 #endif
+
+/* Entry points over the others (the public ones: with requested bytes
+ * counted or not). */
+
+void tess_free_sized(void *p, size_t size) {
+  (void)size;
+  tess_free(p);
+}
+
+void tess_free_aligned_sized(void *p, size_t alignment, size_t size) {
+  (void)alignment;
+  (void)size;
+  tess_free(p);
+}
+
+void *tess_reallocarray(void *p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) return fail_nomem();
+  return tess_realloc(p, total);
+}
 
 #if TESS_OVERRIDE
 #include "override.c"

@@ -14,7 +14,7 @@
  * page, so its fast paths fall through to the slow path, which acquires a
  * real heap. */
 tess_heap_t tessi_heap_empty = {
-    .direct = {[0 ... TESS_DIRECT_SLOTS - 1] = {&tessi_page_empty, 0}},
+    .direct = {[0 ... TESS_DIRECT_SLOTS - 1] = &tessi_page_empty},
     .current = {[0 ... TESS_CLASSES - 1] = &tessi_page_empty},
 };
 
@@ -38,7 +38,7 @@ static void set_current(tess_heap_t *h, unsigned cls) {
   uint32_t size = tessi_classes[cls].block_size;
   if (size <= TESS_SMALL_MAX) {
     unsigned lo = cls == 0 ? 0 : tessi_classes[cls - 1].block_size / 16 + 1;
-    for (unsigned slot = lo; slot <= size / 16; slot++) h->direct[slot].page = d;
+    for (unsigned slot = lo; slot <= size / 16; slot++) h->direct[slot] = d;
   }
   if (d != &tessi_page_empty) d->state++;
   if (old != &tessi_page_empty && --old->state == 0) slab_empty(h, old);
@@ -615,7 +615,7 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
 static tess_heap_t *heap_create(void) {
   tess_heap_t *h = tessi_meta_alloc(sizeof(tess_heap_t));
   if (h == NULL) return NULL;
-  for (unsigned i = 0; i < TESS_DIRECT_SLOTS; i++) h->direct[i].page = &tessi_page_empty;
+  for (unsigned i = 0; i < TESS_DIRECT_SLOTS; i++) h->direct[i] = &tessi_page_empty;
   for (unsigned c = 0; c < TESS_CLASSES; c++) h->current[c] = &tessi_page_empty;
   h->home = tessi_partition_for_heap();
   static _Atomic(uint32_t) heaps_made;

@@ -154,6 +154,9 @@ static inline uintptr_t tessi_page_addr(const tess_region_t *r, const tess_page_
  * answers bytes now and, in *peak, the most ever. */
 void tessi_span_account(ptrdiff_t pages);
 size_t tessi_footprint(size_t *peak);
+/* The peak alone: one load of a line that is rarely written (the current
+ * footprint's is written by every span operation). */
+size_t tessi_footprint_peak(void);
 /* OS mode: bytes of free spans that may still be resident, and bytes
  * decommitted so far. */
 void tessi_span_os_counts(size_t *dirty, size_t *decommitted);
@@ -267,6 +270,14 @@ size_t tessi_heap_pool_length(void);
 #endif
 #ifndef TESS_STAT_ADD
 #define TESS_STAT_ADD(counter, n) ((void)((counter) += (n)))
+/* counter array[index] += 1 as one x86-64 add to memory: GCC would form
+ * the address first (one instruction more on the malloc fast path) */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TESS_STAT_INC_AT(array, index) __asm__("addq $1, %0" : "+m"((array)[index]))
+#endif
+#endif
+#ifndef TESS_STAT_INC_AT
+#define TESS_STAT_INC_AT(array, index) TESS_STAT_ADD((array)[index], 1)
 #endif
 extern tess_heap_stats_t tessi_stats_shared;
 /* Adds n to `field` of the calling thread's counters (off the fast paths). */

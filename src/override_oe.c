@@ -5,7 +5,6 @@
  * mallinfo are in oe.c. */
 #include "tessalloc_oe.h"
 
-
 void *oe_allocator_malloc(size_t size) TESS_ALIAS(tess_malloc);
 void oe_allocator_free(void *ptr) TESS_ALIAS(tess_free);
 void *oe_allocator_calloc(size_t nmemb, size_t size) TESS_ALIAS(tess_calloc);

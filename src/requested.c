@@ -44,17 +44,6 @@ void tess_free(void *p) {
   core_free(p);
 }
 
-void tess_free_sized(void *p, size_t size) {
-  (void)size;
-  tess_free(p);
-}
-
-void tess_free_aligned_sized(void *p, size_t alignment, size_t size) {
-  (void)alignment;
-  (void)size;
-  tess_free(p);
-}
-
 void *tess_realloc(void *p, size_t size) {
   if (p == NULL) return tess_malloc(size);
   if (size == 0) {
@@ -66,12 +55,6 @@ void *tess_realloc(void *p, size_t size) {
   if (q == NULL) return NULL; /* p and its tag untouched */
   TESS_STAT_MINE(requested_out, old);
   return tag_block(q, size);
-}
-
-void *tess_reallocarray(void *p, size_t count, size_t size) {
-  size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) return fail_nomem();
-  return tess_realloc(p, total);
 }
 
 void *tess_aligned_alloc(size_t alignment, size_t size) {

@@ -70,8 +70,8 @@ static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) >
 
 /* Pages handed out of all partitions (and region headers): the
  * footprint. Updated with one atomic add per span operation. */
-static _Atomic(size_t) used_pages;
-static _Atomic(size_t) peak_pages;
+static _Alignas(64) _Atomic(size_t) used_pages;
+static _Alignas(64) _Atomic(size_t) peak_pages; /* its own line: read on slow paths */
 
 void tessi_span_account(ptrdiff_t pages) {
   size_t now =
@@ -101,6 +101,10 @@ void tessi_span_os_counts(size_t *dirty, size_t *decommitted) {
   }
   *dirty = pages << TESS_PAGE_SHIFT;
   *decommitted = atomic_load_explicit(&decommitted_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
+}
+
+size_t tessi_footprint_peak(void) {
+  return atomic_load_explicit(&peak_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
 }
 
 size_t tessi_footprint(size_t *peak) {

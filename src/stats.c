@@ -19,7 +19,9 @@ _Static_assert(TESS_CLASSES <= TESS_STATS_MAX_CLASSES, "public stats struct too 
 static tess_lock_t peak_lock;
 static uint64_t class_peak[TESS_CLASSES]; /* under peak_lock */
 static uint64_t total_peak;
-static _Atomic(size_t) next_sample_footprint; /* merge when the peak passes it */
+/* merge when the peak passes it; read on every allocation slow path, so on
+ * a line of its own */
+static _Alignas(64) _Atomic(size_t) next_sample_footprint;
 _Atomic(int) tessi_stats_series_on;
 
 static uint64_t load(const uint64_t *counter) { return __atomic_load_n(counter, __ATOMIC_RELAXED); }
@@ -33,10 +35,9 @@ typedef struct totals_s {
   uint64_t heaps;
 } totals_t;
 
-/* A heap's counters (h: its direct[] counts too, NULL for the shared ones). */
-static void add_heap(totals_t *t, const tess_heap_stats_t *s, const tess_heap_t *h) {
-  for (unsigned slot = 0; h != NULL && slot < TESS_DIRECT_SLOTS; slot++) {
-    t->allocs[tessi_class_of(slot * 16u)] += load(&h->direct[slot].allocs);
+static void add_heap(totals_t *t, const tess_heap_stats_t *s) {
+  for (unsigned slot = 0; slot < TESS_DIRECT_SLOTS; slot++) {
+    t->allocs[tessi_class_of(slot * 16u)] += load(&s->slot_allocs[slot]);
   }
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
     t->allocs[c] += load(&s->allocs[c]);
@@ -64,10 +65,10 @@ static void merge_counters_locked(struct tess_stats *s) {
   static struct tess_stats scratch;
   if (s == NULL) s = &scratch;
   memset(&t, 0, sizeof t);
-  add_heap(&t, &tessi_stats_shared, NULL);
+  add_heap(&t, &tessi_stats_shared);
   for (tess_heap_t *h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire); h != NULL;
        h = h->next_made) {
-    add_heap(&t, &h->stats, h);
+    add_heap(&t, &h->stats);
     t.heaps++;
   }
   s->class_count = TESS_CLASSES;
@@ -129,8 +130,7 @@ void tessi_stats_merge(struct tess_stats *s) {
 }
 
 void tessi_stats_sample_if_grown(void) {
-  size_t peak;
-  tessi_footprint(&peak);
+  size_t peak = tessi_footprint_peak();
   size_t next = atomic_load_explicit(&next_sample_footprint, memory_order_relaxed);
   if (TESS_LIKELY(peak < next)) return;
   /* one thread merges, the others go on; never waits */

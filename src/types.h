@@ -153,11 +153,11 @@ typedef struct tess_bin_s {
 
 /* Counters of one heap, written only by the thread that holds the heap
  * and read by anyone (stats.c merges them). Slab blocks are counted by
- * class except on the small malloc fast path, which counts in its direct[]
- * entry (next to the slab pointer: one add, no class lookup); frees are
- * counted by the freeing thread's heap, so a heap's allocs - frees may be
- * negative. */
+ * class except on the small malloc fast path, which counts by its direct[]
+ * slot (no class lookup); frees are counted by the freeing thread's heap,
+ * so a heap's allocs - frees may be negative. */
 typedef struct tess_heap_stats_s {
+  uint64_t slot_allocs[TESS_DIRECT_SLOTS]; /* the small fast path, by direct[] slot */
   uint64_t allocs[TESS_CLASSES];
   uint64_t frees[TESS_CLASSES];
   uint64_t slabs_made[TESS_CLASSES]; /* formatted for the class */
@@ -167,16 +167,9 @@ typedef struct tess_heap_stats_s {
   uint64_t requested_in, requested_out; /* built with TESS_STATS_REQUESTED */
 } tess_heap_stats_t;
 
-/* A small size's current slab, and the allocations made from it on the
- * fast path (together: malloc computes one address for both). */
-typedef struct tess_direct_s {
-  struct tess_page_s *page;
-  uint64_t allocs;
-} tess_direct_t;
-
 typedef struct tess_heap_s {
   /* current slab per size, for sizes <= TESS_SMALL_MAX: direct[(n+15)/16] */
-  tess_direct_t direct[TESS_DIRECT_SLOTS];
+  tess_page_t *direct[TESS_DIRECT_SLOTS];
   tess_page_t *current[TESS_CLASSES]; /* == bins[c].first or the empty page */
   tess_bin_t bins[TESS_CLASSES];
   tess_bin_t full;                 /* detached (full) slabs, any class */
