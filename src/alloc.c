@@ -103,7 +103,6 @@ static tess_heap_t *heap_or_acquire(void) {
   return h;
 }
 
-/* Any size, any alignment (power of two): slab, large or huge. */
 /* Statistics work after a slow-path allocation: a merge when the
  * footprint reached a new high, a line of the series in fixed mode. */
 static void after_slow_alloc(void) {
@@ -121,6 +120,7 @@ static void count_large(size_t size) {
   TESS_STAT_MINE(large_bytes_in, pages << TESS_PAGE_SHIFT);
 }
 
+/* Any size, any alignment (power of two): slab, large or huge. */
 static void *alloc_slow(size_t size, size_t align, bool zero) {
   tess_heap_t *own = tessi_tls_heap;
   /* a large block the heap kept: no lock. (A thread with a heap has seen
@@ -258,15 +258,16 @@ void tess_free(void *p) {
   tess_page_t *page = &tessi_primary_pages[offset >> TESS_PAGE_SHIFT];
   tess_page_t *d = tessi_page_head(page);
   uint64_t in_slab = tessi_offset_in_span(offset, page);
-  /* only a live slab head of ours has our heap as owner (types.h) */
-  tess_heap_t *h = tessi_tls_heap;
-  if (TESS_LIKELY(atomic_load_explicit(&d->owner, memory_order_relaxed) == h &&
-                  tessi_is_block_start(in_slab, d->u.div_magic))) {
+  /* only a live slab head of ours has our heap as owner (types.h). Past
+   * the test, owner is our heap: counting through it (already in a
+   * register) lets the compiler compare with the thread's heap in memory */
+  tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
+  if (TESS_LIKELY(owner == tessi_tls_heap && tessi_is_block_start(in_slab, d->u.div_magic))) {
     tess_block_t *b = p;
     b->next = d->local_free;
     d->local_free = b;
-    TESS_STAT_ADD(h->stats.frees[d->size_class], 1);
-    if (TESS_UNLIKELY(tessi_state_drop(&d->state))) tessi_heap_local_free_done(h, d);
+    TESS_STAT_ADD(owner->stats.frees[d->size_class], 1);
+    if (TESS_UNLIKELY(tessi_state_drop(&d->state))) tessi_heap_local_free_done(owner, d);
     return;
   }
   free_other(p, d, in_slab);
