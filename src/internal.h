@@ -312,8 +312,10 @@ void tessi_huge_fork_child(void);
 struct tess_stats;
 /* Every counter added up, peaks updated (stats.c). */
 void tessi_stats_merge(struct tess_stats *s);
-/* s as one JSON object (time_ms < 0: no time field); snprintf's contract. */
-size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int64_t time_ms);
+/* s as one JSON object (time_ms, pid < 0: no such field); snprintf's
+ * contract. */
+size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int64_t time_ms,
+                        int64_t pid);
 /* A merge when the footprint has grown by 1/64 since the last, so that
  * peaks of live bytes are seen: two loads when not. */
 void tessi_stats_sample_if_grown(void);

@@ -211,13 +211,15 @@ static void put_span(writer_t *w, const char *name, const struct tess_span_stats
   put(w, "}");
 }
 
-size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int64_t time_ms) {
+size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int64_t time_ms,
+                        int64_t pid) {
   writer_t w = {buf, size, 0};
   put(&w, "{\"tessalloc\":\"");
   put(&w, tess_version_string() + sizeof "tessalloc " - 1);
   put(&w, "\"");
   field(&w, "version", s->version);
   if (time_ms >= 0) field(&w, "time_ms", (uint64_t)time_ms);
+  if (pid >= 0) field(&w, "pid", (uint64_t)pid);
   put(&w, s->fixed ? ",\"mode\":\"fixed\"" : ",\"mode\":\"os\"");
   field(&w, "footprint", s->footprint);
   field(&w, "peak_footprint", s->peak_footprint);
@@ -266,5 +268,5 @@ size_t tess_stats_json(char *buf, size_t buf_size) {
   (void)tessi_ensure_init();
   struct tess_stats s;
   tessi_stats_merge(&s);
-  return tessi_stats_json(buf, buf_size, &s, -1);
+  return tessi_stats_json(buf, buf_size, &s, -1, -1);
 }

@@ -61,7 +61,9 @@ static void emit_json_line(int64_t time_ms) {
   static struct tess_stats s;
   tessi_lock(&output_lock);
   tessi_stats_merge(&s);
-  size_t len = tessi_stats_json(json_buffer, sizeof json_buffer - 1, &s, time_ms);
+  /* the pid: with a preloaded library every process of a program writes
+   * to the same TESS_STATS_FILE */
+  size_t len = tessi_stats_json(json_buffer, sizeof json_buffer - 1, &s, time_ms, getpid());
   if (len < sizeof json_buffer - 1) {
     json_buffer[len++] = '\n';
     emit(json_buffer, len);

@@ -36,6 +36,7 @@ LIB = ""
 
 # Allocates and frees a mix of sizes, keeping some alive at exit.
 WORKLOAD = """
+import os
 import random
 random.seed(7)
 keep = []
@@ -44,7 +45,7 @@ for i in range(200000):
     b = bytearray(n)
     if i % 97 == 0:
         keep.append(b)
-print(len(keep))
+print(len(keep), os.getpid())
 """
 
 INFO_PROBE = """
@@ -81,6 +82,13 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
+def own_reports(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    """The JSON lines the workload's own process wrote (its pid is the last
+    word of its output; helpers it runs print reports too)."""
+    pid = int(proc.stdout.split()[-1])
+    return [r for r in json_lines(proc.stderr) if r.get("pid") == pid]
+
+
 class StatsPreload(unittest.TestCase):
     def check_consistent(self, report: dict[str, Any]) -> None:
         jsonschema.validate(report, SCHEMA)
@@ -105,20 +113,19 @@ class StatsPreload(unittest.TestCase):
     def test_json_at_exit(self) -> None:
         proc = run_python(WORKLOAD, {"TESS_STATS": "json"})
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        reports = json_lines(proc.stderr)
-        self.assertTrue(reports, proc.stderr[-2000:])
-        # the program's own report comes last (helpers it runs may print too)
-        self.check_consistent(reports[-1])
-        self.assertEqual(reports[-1]["mode"], "os")
+        reports = own_reports(proc)
+        self.assertEqual(len(reports), 1, proc.stderr[-2000:])
+        self.check_consistent(reports[0])
+        self.assertEqual(reports[0]["mode"], "os")
 
     def test_json_at_exit_fixed_mode(self) -> None:
         proc = run_python(WORKLOAD, {"TESS_STATS": "json", "TESS_HEAP_SIZE": "256M"})
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        reports = json_lines(proc.stderr)
-        self.assertTrue(reports, proc.stderr[-2000:])
-        self.check_consistent(reports[-1])
-        self.assertEqual(reports[-1]["mode"], "fixed")
-        self.assertEqual(reports[-1]["region_bytes"], 256 << 20)
+        reports = own_reports(proc)
+        self.assertEqual(len(reports), 1, proc.stderr[-2000:])
+        self.check_consistent(reports[0])
+        self.assertEqual(reports[0]["mode"], "fixed")
+        self.assertEqual(reports[0]["region_bytes"], 256 << 20)
 
     def test_table_at_exit(self) -> None:
         proc = run_python(WORKLOAD, {"TESS_STATS": "1"})
@@ -135,7 +142,8 @@ class StatsPreload(unittest.TestCase):
                        **mode_env}
                 proc = run_python(WORKLOAD, env)
                 self.assertEqual(proc.returncode, 0, proc.stderr)
-                lines = json_lines(series.read_text())
+                pid = int(proc.stdout.split()[-1])
+                lines = [x for x in json_lines(series.read_text()) if x["pid"] == pid]
                 self.assertGreaterEqual(len(lines), 3, f"{mode_env}: {len(lines)} lines")
                 times = [line["time_ms"] for line in lines]
                 self.assertEqual(times, sorted(times))
