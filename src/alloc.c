@@ -165,10 +165,7 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
 
 /* ----------------------------------------------------------------- malloc */
 
-/* Pops a block off the current slab for `size`: direct[] up to 1 KiB, the
- * class's current slab up to the largest class. (Classes beyond the
- * run-time slab limit, read only after init, have no slabs: their current
- * slab is the empty page.) NULL sends the caller to its slow path. */
+/* A block off slab d's free list, or NULL. */
 static inline tess_block_t *pop_block(tess_page_t *d) {
   tess_block_t *b = d->free;
   if (TESS_LIKELY(b != NULL)) {
@@ -178,8 +175,11 @@ static inline tess_block_t *pop_block(tess_page_t *d) {
   return b;
 }
 
-/* (The empty heap's counters are never written: its pages have no block.
- * Each branch counts with one add at h + index.) */
+/* Pops a block off the current slab for `size`: direct[] up to 1 KiB, the
+ * class's current slab up to the largest class. (Classes beyond the
+ * run-time slab limit, read only after init, have no slabs: their current
+ * slab is the empty page.) NULL sends the caller to its slow path.
+ * The empty heap's counters are never written: its pages have no block. */
 static inline void *pop_current(size_t size) {
   tess_heap_t *h = tessi_tls_heap;
   tess_block_t *b;
