@@ -162,15 +162,25 @@ def new_figure(width: float = 9.0, height: float = 5.0) -> Figure:
 
 def plot_footprint(series: Sequence[dict[str, Any]], out_path: Path | str,
                    title: str) -> None:
-    """Writes the footprint, slab and live MiB over time as a PNG."""
+    """Writes the footprint, slab and live MiB over time as a PNG: slab
+    bytes beside the live bytes in slabs (their gap is fragmentation), and
+    all live bytes (large and huge blocks included)."""
     x, shown, xlabel = time_axis(series)
     fig = new_figure()
     ax = fig.add_subplot()
     marker = "o" if len(shown) <= 60 else None
-    for key, label, style in (("footprint", "footprint", "-"),
-                              ("slab_bytes", "slab bytes", "--"),
-                              ("live_bytes", "live bytes", "-")):
-        ax.plot(x, [s[key] / MIB for s in shown], style, label=label,
+
+    def in_slabs(s: dict[str, Any]) -> float:
+        spans = sum(s[kind]["live_bytes"] for kind in ("large", "huge")
+                    if isinstance(s.get(kind), dict))
+        return float(s["live_bytes"] - spans)
+
+    for values, label, style in (
+            ([s["footprint"] for s in shown], "footprint", "-"),
+            ([s["live_bytes"] for s in shown], "live bytes (all blocks)", "-"),
+            ([s["slab_bytes"] for s in shown], "slab bytes", "--"),
+            ([in_slabs(s) for s in shown], "live bytes in slabs", ":")):
+        ax.plot(x, [v / MIB for v in values], style, label=label,
                 marker=marker, markersize=3)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("MiB")
