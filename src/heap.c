@@ -221,7 +221,6 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
     tess_block_t *b = d->local_free;
     d->local_free = b->next;
     d->state = 0;
-    TESS_STAT_ADD(h->stats.frees[d->size_class], (uint64_t)-1); /* counted by the caller */
     tessi_report_invalid("free", b, "double free");
   }
   if (d->state & TESS_STATE_DETACHED) {
