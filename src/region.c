@@ -56,12 +56,16 @@ static void link_region(tess_region_t *r) {
 
 /* Partitions for a region: TESS_PARTITIONS, else one per CPU (8 where the
  * platform cannot count them), but none smaller than 16 MiB: a smaller one
- * would fragment more than it saves in locking. */
-static unsigned default_partitions(size_t size) {
+ * would fragment more than it saves in locking. A fixed region gets 16,
+ * none smaller than 4 MiB: an enclave runs more threads than it has CPUs,
+ * and a partition lock whose holder lost its CPU makes the others spin
+ * (workload B: 3-19 % more calls per second at the same footprint). */
+static unsigned default_partitions(size_t size, bool is_fixed) {
   unsigned n = tessi_options.partitions;
-  if (n == 0) n = tessi_plat_cpu_count();
+  size_t smallest = (size_t)(is_fixed ? 4 : 16) << 20;
+  if (n == 0) n = is_fixed ? TESS_MAX_PARTITIONS : tessi_plat_cpu_count();
   if (n == 0) n = 8;
-  while (n > 1 && size / n < ((size_t)16 << 20)) n--;
+  while (n > 1 && size / n < smallest) n--;
   return TESS_MIN(n, (unsigned)TESS_MAX_PARTITIONS);
 }
 
@@ -70,7 +74,7 @@ static unsigned default_partitions(size_t size) {
 static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero) {
   size_t page_count = size >> TESS_PAGE_SHIFT;
   if (page_count > UINT32_MAX) page_count = UINT32_MAX;
-  unsigned partitions = default_partitions(page_count << TESS_PAGE_SHIFT);
+  unsigned partitions = default_partitions(page_count << TESS_PAGE_SHIFT, is_fixed);
   size_t header = offsetof(tess_region_t, partitions) + partitions * sizeof(tess_partition_t);
   header = tessi_align_up(header, sizeof(tess_page_t));
   size_t meta_pages =
