@@ -21,8 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
+/* One merge and one report at a time: both are static (5 and 16 KiB, too
+ * much for the stack of a small thread or a destructor), under
+ * output_lock, held until the report is written out. */
 static tess_lock_t output_lock;
-static char json_buffer[16384]; /* under output_lock */
+static struct tess_stats merged;
+static char report[16384];
 
 static uint64_t now_ms(void) {
   struct timespec ts;
@@ -55,20 +59,6 @@ static void emit(const char *text, size_t len) {
     write_all(STDERR_FILENO, text, len);
   }
   errno = saved;
-}
-
-static void emit_json_line(int64_t time_ms) {
-  static struct tess_stats s;
-  tessi_lock(&output_lock);
-  tessi_stats_merge(&s);
-  /* the pid: with a preloaded library every process of a program writes
-   * to the same TESS_STATS_FILE */
-  size_t len = tessi_stats_json(json_buffer, sizeof json_buffer - 1, &s, time_ms, getpid());
-  if (len < sizeof json_buffer - 1) {
-    json_buffer[len++] = '\n';
-    emit(json_buffer, len);
-  }
-  tessi_unlock(&output_lock);
 }
 
 /* ------------------------------------------------------------ the table */
@@ -125,32 +115,39 @@ static size_t format_table(char *buf, size_t size, const struct tess_stats *s) {
   return TESS_MIN(n, size > 0 ? size - 1 : 0);
 }
 
+/* The statistics merged now, as one JSON line (time_ms < 0: none) or the
+ * table, into report; 0 when the line did not fit. The caller holds
+ * output_lock. */
+static size_t format_locked(bool json, int64_t time_ms) {
+  tessi_stats_merge(&merged);
+  if (!json) return format_table(report, sizeof report, &merged);
+  /* the pid: with a preloaded library every process of a program writes
+   * to the same TESS_STATS_FILE */
+  size_t len = tessi_stats_json(report, sizeof report - 1, &merged, time_ms, getpid());
+  if (len >= sizeof report - 1) return 0;
+  report[len++] = '\n';
+  return len;
+}
+
+/* Writes the statistics to TESS_STATS_FILE or standard error. */
+static void emit_stats(bool json, int64_t time_ms) {
+  tessi_lock(&output_lock);
+  emit(report, format_locked(json, time_ms));
+  tessi_unlock(&output_lock);
+}
+
 void tess_stats_print(FILE *out) {
-  static struct tess_stats s;
-  static char table[16384];
   (void)tessi_ensure_init();
   tessi_lock(&output_lock);
-  tessi_stats_merge(&s);
-  size_t len = format_table(table, sizeof table, &s);
+  fwrite(report, 1, format_locked(false, -1), out != NULL ? out : stderr);
   tessi_unlock(&output_lock);
-  fwrite(table, 1, len, out != NULL ? out : stderr);
 }
 
 /* ------------------------------------------------------ exit and series */
 
 __attribute__((destructor)) static void report_at_exit(void) {
   if (!atomic_load_explicit(&tessi_ready, memory_order_acquire)) return;
-  if (tessi_options.stats_at_exit == 2) {
-    emit_json_line(-1);
-  } else if (tessi_options.stats_at_exit == 1) {
-    static struct tess_stats s;
-    static char table[16384];
-    tessi_lock(&output_lock);
-    tessi_stats_merge(&s);
-    size_t len = format_table(table, sizeof table, &s);
-    emit(table, len);
-    tessi_unlock(&output_lock);
-  }
+  if (tessi_options.stats_at_exit != 0) emit_stats(tessi_options.stats_at_exit == 2, -1);
 }
 
 static _Atomic(uint64_t) next_line_ms;
@@ -158,7 +155,7 @@ static _Atomic(uint64_t) next_line_ms;
 static void *sampler(void *arg) {
   (void)arg;
   for (;;) {
-    emit_json_line((int64_t)(now_ms() - start_ms));
+    emit_stats(true, (int64_t)(now_ms() - start_ms));
     uint32_t ms = tessi_options.stats_interval_ms;
     struct timespec ts = {(time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -175,7 +172,7 @@ void tessi_stats_series_tick(void) {
                        memory_order_relaxed, memory_order_relaxed)) {
     return;
   }
-  emit_json_line((int64_t)(now - start_ms));
+  emit_stats(true, (int64_t)(now - start_ms));
 }
 
 /* Runs when the library is loaded (or the program starts, when linked
@@ -216,20 +213,20 @@ static uint64_t slab_free_blocks(const struct tess_stats *s) {
 }
 
 __attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void) {
-  static struct tess_stats s;
   (void)tessi_ensure_init();
   tessi_lock(&output_lock);
-  tessi_stats_merge(&s);
+  tessi_stats_merge(&merged);
+  const struct tess_stats *s = &merged;
   struct mallinfo2 mi;
   memset(&mi, 0, sizeof mi);
-  uint64_t in_use = s.live_bytes - s.huge.live_bytes;
-  mi.arena = s.footprint;
-  mi.ordblks = slab_free_blocks(&s);
-  mi.hblks = s.huge.live;
-  mi.hblkhd = s.huge.live_bytes;
-  mi.usmblks = s.peak_footprint;
+  uint64_t in_use = s->live_bytes - s->huge.live_bytes;
+  mi.arena = s->footprint;
+  mi.ordblks = slab_free_blocks(s);
+  mi.hblks = s->huge.live;
+  mi.hblkhd = s->huge.live_bytes;
+  mi.usmblks = s->peak_footprint;
   mi.uordblks = in_use;
-  mi.fordblks = s.footprint > in_use ? s.footprint - in_use : 0;
+  mi.fordblks = s->footprint > in_use ? s->footprint - in_use : 0;
   tessi_unlock(&output_lock);
   return mi;
 }
@@ -250,22 +247,22 @@ __attribute__((visibility("default"))) struct mallinfo mallinfo(void) {
 
 /* glibc's layout: one arena, then the totals, on standard error. */
 __attribute__((visibility("default"))) void malloc_stats(void) {
-  static struct tess_stats s;
-  static char text[1024];
+  char line[1024];
   (void)tessi_ensure_init();
   tessi_lock(&output_lock);
-  tessi_stats_merge(&s);
-  uint64_t in_use = s.live_bytes - s.huge.live_bytes;
-  int n = snprintf(text, sizeof text,
+  tessi_stats_merge(&merged);
+  const struct tess_stats *s = &merged;
+  uint64_t in_use = s->live_bytes - s->huge.live_bytes;
+  int n = snprintf(line, sizeof line,
                    "Arena 0:\nsystem bytes     = %10llu\nin use bytes     = %10llu\n"
                    "Total (incl. mmap):\nsystem bytes     = %10llu\nin use bytes     = %10llu\n"
                    "max mmap regions = %10llu\nmax mmap bytes   = %10llu\n",
-                   (unsigned long long)s.footprint, (unsigned long long)in_use,
-                   (unsigned long long)(s.footprint + s.huge.live_bytes),
-                   (unsigned long long)s.live_bytes, (unsigned long long)s.huge.live,
-                   (unsigned long long)s.huge.live_bytes);
+                   (unsigned long long)s->footprint, (unsigned long long)in_use,
+                   (unsigned long long)(s->footprint + s->huge.live_bytes),
+                   (unsigned long long)s->live_bytes, (unsigned long long)s->huge.live,
+                   (unsigned long long)s->huge.live_bytes);
   tessi_unlock(&output_lock);
-  if (n > 0) write_all(STDERR_FILENO, text, TESS_MIN((size_t)n, sizeof text - 1));
+  if (n > 0) write_all(STDERR_FILENO, line, TESS_MIN((size_t)n, sizeof line - 1));
 }
 
 /* glibc's XML shape: <malloc version="1"><heap nr="0"> with the free
@@ -276,15 +273,14 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *out) {
     errno = EINVAL;
     return -1;
   }
-  static struct tess_stats s;
   (void)tessi_ensure_init();
   tessi_lock(&output_lock);
-  tessi_stats_merge(&s);
-  tessi_unlock(&output_lock);
+  tessi_stats_merge(&merged);
+  const struct tess_stats *s = &merged; /* under output_lock to the end */
   uint64_t free_blocks = 0, free_bytes = 0, from = 1;
   fputs("<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n", out);
-  for (unsigned c = 0; c < s.class_count; c++) {
-    const struct tess_class_stats *cs = &s.classes[c];
+  for (unsigned c = 0; c < s->class_count; c++) {
+    const struct tess_class_stats *cs = &s->classes[c];
     uint64_t room = cs->block_size ? cs->slab_bytes / cs->block_size : 0;
     uint64_t count = room > cs->live_blocks ? room - cs->live_blocks : 0;
     if (count != 0) {
@@ -296,7 +292,7 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *out) {
     free_bytes += count * cs->block_size;
     from = cs->block_size + 1;
   }
-  uint64_t system = s.footprint;
+  uint64_t system = s->footprint;
   fprintf(out,
           "</sizes>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
           "<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n"
@@ -304,8 +300,8 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *out) {
           "<aspace type=\"total\" size=\"%llu\"/>\n<aspace type=\"mprotect\" size=\"%llu\"/>\n"
           "</heap>\n",
           (unsigned long long)free_blocks, (unsigned long long)free_bytes,
-          (unsigned long long)system, (unsigned long long)s.peak_footprint,
-          (unsigned long long)s.region_bytes, (unsigned long long)system);
+          (unsigned long long)system, (unsigned long long)s->peak_footprint,
+          (unsigned long long)s->region_bytes, (unsigned long long)system);
   fprintf(out,
           "<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
           "<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n"
@@ -314,9 +310,10 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *out) {
           "<aspace type=\"total\" size=\"%llu\"/>\n<aspace type=\"mprotect\" size=\"%llu\"/>\n"
           "</malloc>\n",
           (unsigned long long)free_blocks, (unsigned long long)free_bytes,
-          (unsigned long long)s.huge.live, (unsigned long long)s.huge.live_bytes,
-          (unsigned long long)(system + s.huge.live_bytes), (unsigned long long)s.peak_footprint,
-          (unsigned long long)s.region_bytes, (unsigned long long)system);
+          (unsigned long long)s->huge.live, (unsigned long long)s->huge.live_bytes,
+          (unsigned long long)(system + s->huge.live_bytes), (unsigned long long)s->peak_footprint,
+          (unsigned long long)s->region_bytes, (unsigned long long)system);
+  tessi_unlock(&output_lock);
   return 0;
 }
 
