@@ -2,7 +2,7 @@
 """Core benchmark: tessalloc vs glibc, jemalloc and mimalloc, side by side.
 
 For every allocator (tessalloc from the build directory, the peers found by
-bench/peers.py) it runs bench_core's three mixes -- small, mixed, xthread --
+tessbench/peers.py) it runs bench_core's three mixes -- small, mixed, xthread --
 ``--repeat`` times, interleaved (round r runs every mix for every allocator
 before round r+1 starts, so machine drift hits all alike), with the
 allocator in LD_PRELOAD (glibc: no preload). Each run's elapsed time (as
@@ -47,9 +47,10 @@ except ImportError as _exc:
                      "(pip install rich; scripts/bench.sh installs it into "
                      ".cache/venv)") from _exc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peers as peers_mod  # noqa: E402  (bench/peers.py, beside this file)
-from benchlib import (  # noqa: E402  (bench/benchlib.py, beside this file)
+# the tessbench package (peers, shared helpers) is at the repository root
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tessbench import peers as peers_mod  # noqa: E402
+from tessbench.benchlib import (  # noqa: E402
     REPO_ROOT, BenchError, CommonMeta, Progress, child_env, command_line,
     common_meta, first_line, fmt_ratio, header_lines, machine_info, make_log,
     median, parse_kv, run_measured, skipped_lines, verdict)

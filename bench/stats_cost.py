@@ -20,8 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from benchlib import (REPO_ROOT, BenchError, command_line, common_meta, header_lines,
-                      machine_info, write_json_atomic)
+# the tessbench package (shared helpers) is at the repository root
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tessbench.benchlib import (REPO_ROOT, BenchError, command_line, common_meta, header_lines,
+                      machine_info, write_json_atomic)  # noqa: E402
 from core_bench import Allocator, CallgrindResult, measure_pairs
 
 SIZES = (32, 64, 512)

@@ -3,7 +3,7 @@
 # tessalloc with: glibc, jemalloc and mimalloc 2 (Debian packages), mimalloc 3
 # (PyPI cmeel-mimalloc, pip --target .cache/peers/mimalloc3).
 # Idempotent; writes .cache/peers/peers.json and prints name, preload, version.
-# All the logic is in bench/peers.py; extra arguments are passed to it
+# All the logic is in tessbench/peers.py; extra arguments are passed to it
 # (--no-install, --strict, --json FILE, --cache DIR).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,4 +16,5 @@ if [[ -z "$python" ]]; then
     python="$(command -v python3)" || { echo "fetch_peers.sh: python3 not found" >&2; exit 1; }
   fi
 fi
-exec "$python" "$repo/bench/peers.py" --cache "$repo/.cache/peers" "$@"
+cd "$repo"
+exec "$python" -m tessbench.peers --cache "$repo/.cache/peers" "$@"

@@ -44,9 +44,9 @@ except ImportError as _exc:
                      "(pip install rich matplotlib; scripts/bench.sh "
                      "installs them into .cache/venv)") from _exc
 
-# bench/benchlib.py is one level up: put bench/ on the path for running as a script.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib import (  # noqa: E402
+# the tessbench package (shared helpers) is at the repository root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tessbench.benchlib import (  # noqa: E402
     REPO_ROOT, BenchError, CommonMeta, Progress, child_env, command_line,
     common_meta, fmt_ratio, header_lines, machine_info, make_log, median,
     parse_kv, run_measured, skipped_lines, verdict)

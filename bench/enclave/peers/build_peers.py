@@ -12,7 +12,7 @@ Each peer becomes ``<build>/enclave-peers/libfixed_<name>.so`` exporting
   (``snmalloc_plugin.cc``).
 * ``mimalloc3`` -- the object file of the PyPI wheel ``cmeel-mimalloc``
   (pinned; installed with ``pip --target`` in the same cache as
-  bench/peers.py uses) with all but its ``mi_*`` symbols made local, wrapped
+  tessbench/peers.py uses) with all but its ``mi_*`` symbols made local, wrapped
   by ``mimalloc_plugin.c``.
 
 Sources are cached under ``.cache/`` (cargo's registry in ``.cache/cargo``
@@ -45,9 +45,9 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-# bench/benchlib.py is two levels up: put bench/ on the path for running as a script.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchlib import (  # noqa: E402
+# the tessbench package (shared helpers) is at the repository root
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from tessbench.benchlib import (  # noqa: E402
     CMEEL_MIMALLOC, CMEEL_MIMALLOC_VERSION, PEERS_CACHE, REPO_ROOT,
     cmeel_version, dpkg_version, make_log, pip_command, privileged, utc_now,
     write_json_atomic)
@@ -57,7 +57,7 @@ ENCLAVE_DIR = HERE.parent
 DEFAULT_BUILD = REPO_ROOT / "build"
 CACHE = REPO_ROOT / ".cache"
 DEFAULT_CARGO_HOME = CACHE / "cargo"
-MIMALLOC_TARGET = PEERS_CACHE / "mimalloc3"  # shared with bench/peers.py
+MIMALLOC_TARGET = PEERS_CACHE / "mimalloc3"  # shared with tessbench/peers.py
 
 DLMALLOC_CRATE_DIR = HERE / "dlmalloc"
 DLMALLOC_CRATE = "dlmalloc"

@@ -1,8 +1,8 @@
 """Helpers shared by the benchmark drivers and the peer scripts.
 
-Used by bench/core_bench.py, bench/peers.py, bench/enclave/run_enclave.py
-and bench/enclave/peers/build_peers.py (the last two put bench/ on sys.path
-first). Only the standard library is imported at module level: rich is
+Used by bench/core_bench.py, tessbench/peers.py, bench/enclave/run_enclave.py
+and bench/enclave/peers/build_peers.py (the scripts put the repository root
+on sys.path first), and by the rest of the tessbench package. Only the standard library is imported at module level: rich is
 imported by :class:`Progress` when a bar is made, so the peer scripts run
 under a bare ``python3``.
 
@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Sequence, TypedDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-#: Where bench/peers.py installs the peers; mimalloc3/ in it is shared with
+#: Where tessbench/peers.py installs the peers; mimalloc3/ in it is shared with
 #: bench/enclave/peers/build_peers.py.
 PEERS_CACHE = REPO_ROOT / ".cache" / "peers"
 
-#: The mimalloc 3 wheel (PyPI), pinned; bench/peers.py preloads its shared
+#: The mimalloc 3 wheel (PyPI), pinned; tessbench/peers.py preloads its shared
 #: library, bench/enclave/peers/build_peers.py links its object file.
 CMEEL_MIMALLOC = "cmeel-mimalloc"
 CMEEL_MIMALLOC_VERSION = "3.4.3"

@@ -17,7 +17,7 @@ never with a made-up path or version.
 
 Command line (``scripts/fetch_peers.sh`` is a thin wrapper around it)::
 
-    python3 bench/peers.py [--cache DIR] [--json FILE] [--no-install]
+    python3 -m tessbench.peers [--cache DIR] [--json FILE] [--no-install]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from benchlib import (CMEEL_MIMALLOC, CMEEL_MIMALLOC_VERSION, PEERS_CACHE,
+from tessbench.benchlib import (CMEEL_MIMALLOC, CMEEL_MIMALLOC_VERSION, PEERS_CACHE,
                       cmeel_version, dpkg_version, make_log, pip_command,
                       privileged, utc_now, write_json_atomic)
 
