@@ -7,6 +7,7 @@
  * writes one line to FILE:
  *
  *   status=<exit code or -signal> max_rss_kib=<n> user_s=<t> sys_s=<t>
+ *   minor_faults=<n> major_faults=<n>
  *
  * Exits with COMMAND's exit code (128 + signal when it was killed).
  *
@@ -94,8 +95,11 @@ int main(int argc, char **argv) {
     perror("rusage_run: cannot write the report");
     return 125;
   }
-  fprintf(f, "status=%d max_rss_kib=%ld user_s=%.6f sys_s=%.6f\n", code, ru.ru_maxrss,
-          seconds(ru.ru_utime), seconds(ru.ru_stime));
+  fprintf(f,
+          "status=%d max_rss_kib=%ld user_s=%.6f sys_s=%.6f minor_faults=%ld "
+          "major_faults=%ld\n",
+          code, ru.ru_maxrss, seconds(ru.ru_utime), seconds(ru.ru_stime), ru.ru_minflt,
+          ru.ru_majflt);
   if (fclose(f) != 0) {
     perror("rusage_run: cannot write the report");
     return 125;

@@ -4,6 +4,7 @@
 #   scripts/bench.sh [enclave] [run_enclave.py options...]   the main job
 #   scripts/bench.sh core [core_bench.py options...]
 #   scripts/bench.sh stats [stats_cost.py options...]
+#   scripts/bench.sh tessbench [tessbench run options...]
 #
 # enclave (default): tessalloc against dlmalloc (one global lock, as Open
 #   Enclave's default), snmalloc (fixed-range configuration) and mimalloc 3,
@@ -18,6 +19,11 @@
 #   instructions per malloc+free pair against a build without them (the
 #   script configures that one in <build>-nocounters). Writes
 #   docs/results/stats/.
+# tessbench: every allocator (glibc, jemalloc, mimalloc 2 and 3, tcmalloc,
+#   tbbmalloc, scudo, snmalloc, snmalloc-checks, tessalloc; in fixed heaps
+#   dlmalloc, snmalloc, mimalloc 3, tessalloc) over every workload of
+#   tessbench (tessbench/README.md), then plots and a report. Writes
+#   docs/results/tessbench/ unless --out is given.
 #
 # Installs what is missing: cmake, a C/C++ toolchain, valgrind and
 # python3-venv with apt-get; rich and matplotlib into a venv at .cache/venv;
@@ -32,7 +38,7 @@ cd "$repo"
 build="${BUILD_DIR:-build}"
 venv="$repo/.cache/venv"
 job=enclave
-if (($#)) && [[ "$1" == enclave || "$1" == core || "$1" == stats ]]; then
+if (($#)) && [[ "$1" == enclave || "$1" == core || "$1" == stats || "$1" == tessbench ]]; then
   job=$1
   shift
 fi
@@ -63,6 +69,9 @@ apt_install() { # apt_install PKG... (only the ones not installed)
 say "system packages"
 need=(python3 python3-venv ca-certificates g++ binutils)
 [[ $job == core || $job == stats ]] && need+=(valgrind)
+# tessbench's workloads and peers from Debian (snmalloc is built from crates.io's source)
+[[ $job == tessbench ]] && need+=(libmbedtls-dev redis-server redis-tools libjemalloc2
+  libmimalloc2.0 libtcmalloc-minimal4 libtbbmalloc2 libclang-rt-14-dev)
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
@@ -76,11 +85,16 @@ fi
 if ! "$venv/bin/python" -c 'import rich, matplotlib' 2>/dev/null; then
   "$venv/bin/python" -m pip install --disable-pip-version-check --quiet rich matplotlib
 fi
+if [[ $job == tessbench ]] && ! "$venv/bin/python" -c 'import tessbench.cli' 2>/dev/null; then
+  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet -e "$repo"
+fi
 
 say "build ($build, Release)"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
 if [[ $job == core ]]; then
   cmake --build "$build" -j "$(nproc)" --target tessalloc bench_core pair rusage_run
+elif [[ $job == tessbench ]]; then
+  cmake --build "$build" -j "$(nproc)"
 elif [[ $job == stats ]]; then
   cmake --build "$build" -j "$(nproc)" --target tessalloc pair
 else
@@ -97,6 +111,15 @@ if [[ $job == core ]]; then
   TESSBENCH_PYTHON="$venv/bin/python" scripts/fetch_peers.sh
   say "benchmark"
   exec "$venv/bin/python" bench/core_bench.py --build "$build" "$@"
+fi
+if [[ $job == tessbench ]]; then
+  say "peer allocators (process-wide and fixed-heap)"
+  "$venv/bin/tessbench" peers --install --build "$build"
+  TESSBENCH_PYTHON="$venv/bin/python" scripts/fetch_fixed_peers.sh "$build"
+  say "tessbench"
+  out=(--out docs/results/tessbench)
+  for a in "$@"; do [[ $a == --out || $a == --out=* ]] && out=(); done
+  exec "$venv/bin/tessbench" run --build "$build" "${out[@]}" "$@"
 fi
 say "fixed-heap peer allocators"
 TESSBENCH_PYTHON="$venv/bin/python" scripts/fetch_fixed_peers.sh "$build"

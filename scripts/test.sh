@@ -9,10 +9,11 @@
 #   scripts/test.sh release    one of: release, asan, tsan, requested
 #
 # Installs what it needs from Debian (as root, or through sudo): a C
-# toolchain, cmake, pkg-config, and the programs the preload tests run
-# (python3, sqlite3, git, coreutils); and rich, matplotlib and jsonschema
-# from PyPI into .cache/venv for the Python tests (enclave runner,
-# statistics schema and viewer).
+# toolchain, cmake, pkg-config, the programs the preload tests run
+# (python3, sqlite3, git, coreutils) and mbedtls (tessbench's x509
+# workload); and rich, matplotlib and jsonschema from PyPI into .cache/venv
+# for the Python tests (enclave runner, statistics schema and viewer,
+# tessbench), with the tessbench package itself (pip install -e .).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,7 +24,7 @@ builds=("$@")
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
 missing=()
-for pkg in gcc libc6-dev make cmake pkgconf python3 sqlite3 git coreutils; do
+for pkg in gcc libc6-dev make cmake pkgconf python3 sqlite3 git coreutils libmbedtls-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q ' installed$' || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
@@ -43,6 +44,9 @@ if [[ ! -x "$venv/bin/python" ]] ||
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --disable-pip-version-check --quiet rich matplotlib jsonschema
+fi
+if [[ ! -x "$venv/bin/tessbench" ]]; then
+  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet -e "$repo"
 fi
 
 jobs="$(nproc)"

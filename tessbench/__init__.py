@@ -1,0 +1,1 @@
+"""tessbench: compare allocators on real workloads (see tessbench/README.md)."""

@@ -221,7 +221,8 @@ void wl_fill(void *p, size_t n, uint64_t tag) {
   unsigned char *bytes = p;
   bytes[0] = (unsigned char)mark(tag, 0);
   if (n > 1) bytes[n - 1] = (unsigned char)mark(tag, n);
-  for (size_t at = 8; at + 8 <= n; at += 4096) {
+  /* words end before the last byte, which has a mark of its own */
+  for (size_t at = 8; at + 8 < n; at += 4096) {
     uint64_t v = mark(tag, at);
     memcpy(bytes + at, &v, 8);
   }
@@ -231,7 +232,7 @@ void wl_verify(const void *p, size_t n, uint64_t tag, const char *what) {
   const unsigned char *bytes = p;
   bool ok = bytes[0] == (unsigned char)mark(tag, 0) &&
             (n == 1 || bytes[n - 1] == (unsigned char)mark(tag, n));
-  for (size_t at = 8; ok && at + 8 <= n; at += 4096) {
+  for (size_t at = 8; ok && at + 8 < n; at += 4096) {
     uint64_t v;
     memcpy(&v, bytes + at, 8);
     ok = v == mark(tag, at);

@@ -1,0 +1,201 @@
+"""The tessbench command: run, plot, report, peers, workloads.
+
+    tessbench run [--allocators A,B] [--workloads W,V] [--threads 1,2,4]
+                  [--repeat N] [--quick] [--out DIR] [--baseline NAME]
+    tessbench plot --out DIR
+    tessbench report --out DIR [--baseline NAME]
+    tessbench peers [--install]
+    tessbench workloads
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from tessbench import peers as peers_mod
+from tessbench import runner
+from tessbench import workloads as wl
+from tessbench.benchlib import make_log
+
+log = make_log("tessbench")
+
+DEFAULT_THREADS = "1,2,4,8,16"
+QUICK_THREADS = "1,2"
+DEFAULT_BASELINE = "glibc"
+
+
+def allocators(build: Path, cache: Path) -> tuple[list[runner.Allocator], list[str]]:
+    """Every allocator tessbench knows, available ones first: (usable, missing notes).
+
+    A preload peer with a fixed-heap plugin of the same name (snmalloc,
+    mimalloc3) runs the fixed workloads through that plugin; dlmalloc has
+    only the plugin; tessalloc has both.
+    """
+    found: list[runner.Allocator] = []
+    notes: list[str] = []
+    fixed = {p.name: p for p in peers_mod.fixed_peers(build)}
+    preload_peers = [*peers_mod.discover_peers(cache), peers_mod.tessalloc_peer(build)]
+    seen: set[str] = set()
+    for p in preload_peers:
+        seen.add(p.name)
+        plug = fixed.get(p.name)
+        plugin = plug.plugin if plug is not None and plug.available else None
+        if not p.available and plugin is None:
+            notes.append(f"{p.name}: {p.note}")
+            continue
+        found.append(runner.Allocator(p.name, p.version, p.source, p.preload, plugin,
+                                      preload_ok=p.available))
+        if not p.available:
+            notes.append(f"{p.name}: preload workloads skipped: {p.note}")
+    for name, plug in fixed.items():
+        if name in seen:
+            continue
+        if plug.available:
+            found.append(runner.Allocator(name, plug.version, plug.source, None, plug.plugin,
+                                          preload_ok=False))
+        else:
+            notes.append(f"{name} (fixed heap): {plug.note}")
+    return found, notes
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    build = runner.repo_path(args.build)
+    out = Path(args.out)
+    known, notes = allocators(build, args.peers_cache)
+    by_name = {a.name: a for a in known}
+    for note in notes:
+        log(f"not available: {note}")
+    try:
+        names = runner.selected(args.allocators, list(by_name), "allocator (or not available)")
+        work = runner.selected(args.workloads, wl.names(), "workload")
+        threads = tuple(sorted({int(t) for t in (args.threads or (
+            QUICK_THREADS if args.quick else DEFAULT_THREADS)).split(",")}))
+    except ValueError as exc:
+        log(str(exc))
+        return 2
+    if not threads or threads[0] < 1 or args.repeat < 1:
+        log("--threads wants positive counts and --repeat at least 1")
+        return 2
+    settings = runner.Settings(
+        build=build, out=out, allocators=tuple(by_name[n] for n in names),
+        workloads=tuple(wl.BY_NAME[n] for n in work), threads=threads, repeat=args.repeat,
+        quick=args.quick, baseline=args.baseline, seed=args.seed,
+        command=shlex.join(["tessbench", *sys.argv[1:]]),
+        glibc_shim=str(build / "bench" / "workloads" / "libtb_glibc.so"))
+    if not runner.rusage_run_path(build).exists():
+        log(f"{runner.rusage_run_path(build)} is missing: build the project first "
+            f"(cmake -S . -B {args.build} && cmake --build {args.build} -j)")
+        return 2
+    csv_path, failed = runner.run_all(settings, log)
+    log(f"wrote {csv_path}" + (f"; {failed} run(s) failed (see meta.json)" if failed else ""))
+    if not args.no_report:
+        make_report(out, args.baseline)
+    return 1 if failed else 0
+
+
+def make_report(out: Path, baseline: Optional[str]) -> None:
+    """Plots, then report.md and report.html, in out."""
+    from tessbench import plot, report  # matplotlib only when drawing
+    for png in plot.plot_all(out):
+        log(f"wrote {png}")
+    for page in report.write_report(out, baseline):
+        log(f"wrote {page}")
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from tessbench import plot
+    for png in plot.plot_all(Path(args.out)):
+        log(f"wrote {png}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    make_report(Path(args.out), args.baseline)
+    return 0
+
+
+def cmd_peers(args: argparse.Namespace) -> int:
+    build = runner.repo_path(args.build)
+    if args.install:
+        peers_mod.fetch_peers(args.peers_cache)
+    known, notes = allocators(build, args.peers_cache)
+    print(f"{'allocator':<16} {'process-wide':<13} {'fixed heap':<11} version / source")
+    for a in known:
+        print(f"{a.name:<16} {'yes' if a.preload_ok else '-':<13} "
+              f"{'yes' if a.plugin else '-':<11} {a.version or '?'} ({a.source})")
+    for note in notes:
+        print(f"missing: {note}")
+    return 0
+
+
+def cmd_workloads(args: argparse.Namespace) -> int:
+    build = runner.repo_path(args.build)
+    for w in wl.WORKLOADS:
+        ready = wl.missing_parts(build, w) or "ready"
+        print(f"{w.name:<13} {w.kind:<8} {ready}\n    {w.description}; ops: {w.unit}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="tessbench",
+        description="Compare allocators (tessalloc and real peers) on real workloads: "
+                    "runs interleaved, CSV + JSON metadata, plots and a report.")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--build", type=Path, default=Path("build"),
+                       help="the CMake build directory with the workloads (default: build)")
+        p.add_argument("--peers-cache", type=Path, default=peers_mod.DEFAULT_CACHE,
+                       help="where the peers are installed (default: .cache/peers)")
+
+    run = sub.add_parser("run", help="run workloads over allocators, then plot and report")
+    common(run)
+    run.add_argument("--allocators", help="comma-separated names (default: every available)")
+    run.add_argument("--workloads", help="comma-separated names (default: all; see "
+                                         "'tessbench workloads')")
+    run.add_argument("--threads", help=f"thread counts (default {DEFAULT_THREADS}; "
+                                       f"--quick: {QUICK_THREADS})")
+    run.add_argument("--repeat", type=int, default=3, help="runs per point (default 3)")
+    run.add_argument("--quick", action="store_true",
+                     help="seconds-long runs: checks the tooling, numbers meaningless")
+    run.add_argument("--out", default="tessbench-out", help="results directory")
+    run.add_argument("--baseline", default=DEFAULT_BASELINE,
+                     help=f"allocator the ratios are taken to (default {DEFAULT_BASELINE})")
+    run.add_argument("--seed", type=int, default=1, help="PRNG seed (repetition r: seed+r-1)")
+    run.add_argument("--no-report", action="store_true", help="only runs.csv and meta.json")
+    run.set_defaults(func=cmd_run)
+
+    plot = sub.add_parser("plot", help="draw the plots of a results directory")
+    plot.add_argument("--out", default="tessbench-out", help="results directory")
+    plot.set_defaults(func=cmd_plot)
+
+    rep = sub.add_parser("report", help="write report.md and report.html (and the plots)")
+    rep.add_argument("--out", default="tessbench-out", help="results directory")
+    rep.add_argument("--baseline", default=None, help="default: the run's baseline")
+    rep.set_defaults(func=cmd_report)
+
+    peers = sub.add_parser("peers", help="list the allocators and why any is missing")
+    common(peers)
+    peers.add_argument("--install", action="store_true",
+                       help="install the missing peers first (apt, PyPI, crates.io)")
+    peers.set_defaults(func=cmd_peers)
+
+    works = sub.add_parser("workloads", help="list the workloads")
+    common(works)
+    works.set_defaults(func=cmd_workloads)
+    return top
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Real programs under tessbench: redis-server driven by redis-benchmark.
+
+redis-server (Debian's) runs with the allocator preloaded, through
+rusage_run so its peak RSS, CPU times and page faults are its own; it
+listens on a free loopback port with persistence off. redis-benchmark
+runs a fixed set of tests against it (CSV output); afterwards a value
+written and read back, and the key count, check the server still works.
+Debian's redis-server is linked with jemalloc: without a preload its
+malloc is jemalloc's, so glibc's malloc is measured through
+libtb_glibc.so, which forwards the malloc family to glibc's own.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from tessbench.benchlib import parse_kv
+
+REDIS_TESTS = ("set", "get", "lpush", "lpop", "sadd", "hset")
+
+
+@dataclasses.dataclass
+class ServerRun:
+    """What one redis run measured (status "ok" or why not)."""
+
+    status: str
+    message: str = ""
+    elapsed_s: Optional[float] = None
+    ops: Optional[int] = None
+    ops_per_s: Optional[float] = None
+    rusage: dict[str, str] = dataclasses.field(default_factory=dict)
+    extra: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def missing() -> Optional[str]:
+    """Why the redis workload cannot run here (None when it can)."""
+    absent = [p for p in ("redis-server", "redis-benchmark", "redis-cli") if not shutil.which(p)]
+    if absent:
+        return "not installed: " + ", ".join(absent) + " (Debian redis-server, redis-tools)"
+    return None
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def cli(port: int, *args: str) -> str:
+    """redis-cli's answer to one command (stripped), '' when it fails."""
+    proc = subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True,
+                          text=True, timeout=30, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def parse_benchmark_csv(text: str) -> dict[str, float]:
+    """redis-benchmark --csv output: test name (lower case) -> requests/s."""
+    rates: dict[str, float] = {}
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) < 2 or row[0] == "test":
+            continue
+        try:
+            rate = float(row[1])
+        except ValueError:
+            continue
+        name = row[0].split()[0].lower()
+        rates[name] = rate
+    return rates
+
+
+def run_redis(rusage_run: Path, preload: Optional[str], requests: int, seed: int,
+              timeout: float) -> ServerRun:
+    """One redis-server run under rusage_run with ``preload``."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="tessbench-redis-") as tmp:
+        report = Path(tmp) / "rusage.txt"
+        server_cmd = [str(rusage_run), "-o", str(report), "-p", preload or "", "--",
+                      "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                      "--save", "", "--appendonly", "no", "--dir", tmp,
+                      "--daemonize", "no", "--loglevel", "warning"]
+        server = subprocess.Popen(server_cmd, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            return drive(server, port, report, requests, seed, timeout)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+
+
+def drive(server: "subprocess.Popen[bytes]", port: int, report: Path, requests: int, seed: int,
+          timeout: float) -> ServerRun:
+    """Wait for the server, benchmark it, check it, stop it, read its rusage."""
+    deadline = time.monotonic() + 15
+    while cli(port, "ping") != "PONG":
+        if server.poll() is not None or time.monotonic() > deadline:
+            err = server.stderr.read().decode(errors="replace") if server.stderr else ""
+            return ServerRun("error", f"redis-server did not start: {err.strip()[:200]}")
+        time.sleep(0.05)
+    bench_cmd = ["redis-benchmark", "-p", str(port), "-q", "--csv", "-n", str(requests),
+                 "-c", "50", "-r", "100000", "-d", "64", "-t", ",".join(REDIS_TESTS)]
+    start = time.monotonic()
+    try:
+        bench = subprocess.run(bench_cmd, capture_output=True, text=True, timeout=timeout,
+                               check=False)
+    except subprocess.TimeoutExpired:
+        return ServerRun("timeout", "redis-benchmark did not finish")
+    elapsed = time.monotonic() - start
+    if bench.returncode != 0:
+        return ServerRun("error", f"redis-benchmark failed: {bench.stderr.strip()[:200]}")
+    rates = parse_benchmark_csv(bench.stdout)
+    if sorted(rates) != sorted(REDIS_TESTS):
+        return ServerRun("error", f"redis-benchmark reported {sorted(rates)}")
+    # the server must still answer correctly after the load
+    token = f"tessbench-{seed}-{port}"
+    ok = (cli(port, "set", "tessbench:check", token) == "OK"
+          and cli(port, "get", "tessbench:check") == token
+          and cli(port, "dbsize").isdigit() and int(cli(port, "dbsize")) > 1)
+    cli(port, "shutdown", "nosave")
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        return ServerRun("timeout", "redis-server did not stop")
+    if not ok:
+        return ServerRun("check-failed", "redis-server answered wrongly after the benchmark")
+    rusage = parse_kv(report.read_text()) if report.exists() else {}
+    if rusage.get("status") not in ("0", None):
+        return ServerRun("crashed", f"redis-server exit status {rusage.get('status')}")
+    ops = requests * len(REDIS_TESTS)
+    extra = {f"redis_{name}_rps": f"{rate:.1f}" for name, rate in rates.items()}
+    return ServerRun("ok", "", elapsed, ops, sum(rates.values()) / len(rates), rusage, extra)
