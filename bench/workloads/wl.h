@@ -80,8 +80,10 @@ uint64_t wl_rand_range(wl_rng_t *rng, uint64_t lo, uint64_t hi);
 /* ------------------------------------------------------------- threads */
 
 /* Runs fn(index, ctx) on n threads released together; returns the seconds
- * from their release until the last one returned. n == 1 still uses a
- * thread, so every allocator sees the same thread setup. */
+ * from the first thread's start until the last one returned, as the
+ * threads' own clock readings say (so a preempted main thread does not
+ * shorten it). n == 1 still uses a thread, so every allocator sees the
+ * same thread setup. */
 double wl_run_threads(int n, void (*fn)(int index, void *ctx), void *ctx);
 
 /* ------------------------------------------------------------- checks */
