@@ -16,6 +16,15 @@ for the same workload and thread count: above 1 means more throughput for
 The geometric mean of an allocator's ratios is taken over every cell where
 both medians exist, and says how many of the allocator's cells it covers.
 
+Two baselines: the baseline (glibc by default) for every workload it ran,
+and the fixed-heap baseline (dlmalloc, Open Enclave's default allocator)
+for the workloads the baseline cannot run, those in a fixed heap. The
+summaries keep the two groups apart. Memory is compared per workload by
+its memory metric: the peak RSS, except where the program reports the
+bytes of its fixed heap it touched (``peak_touched_bytes``: the enclave
+harness fills the whole heap with a pattern, so its RSS is the heap's
+size whatever the allocator does).
+
 Everything here is a pure function of its arguments except the two readers
 (:func:`read_runs`, :func:`read_meta`) and :func:`load_results`.
 """
@@ -28,7 +37,7 @@ import json
 import math
 import statistics
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 #: The identifying columns at the start of every runs.csv row.
 KEY_COLUMNS: tuple[str, ...] = ("workload", "allocator", "threads", "repetition", "status")
@@ -49,6 +58,22 @@ STATUS_OK = "ok"
 THROUGHPUT = "ops_per_s"
 #: The metric of memory: the measured program's peak resident set, KiB.
 RSS = "max_rss_kib"
+#: The memory metric of the enclave harness's workloads: heap bytes touched.
+TOUCHED = "peak_touched_bytes"
+
+#: The baseline of the fixed-heap workloads, unless told otherwise.
+DEFAULT_FIXED_BASELINE = "dlmalloc"
+#: Results.geomeans' name for each workload's memory metric.
+MEMORY = "memory"
+
+#: A baseline or a metric: one for every workload, or one per workload.
+PerWorkload = Union[str, Callable[[str], str]]
+
+
+def _for(choice: PerWorkload, workload: str) -> str:
+    """choice's value for workload."""
+    return choice if isinstance(choice, str) else choice(workload)
+
 
 #: (workload, allocator, threads): the key of a cell.
 CellKey = tuple[str, str, int]
@@ -191,6 +216,7 @@ class WorkloadInfo:
     name: str
     description: str = ""
     unit: str = "ops"
+    kind: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,6 +250,7 @@ class Meta:
     command: str = ""
     machine: Machine = Machine()
     baseline: Optional[str] = None
+    fixed_baseline: Optional[str] = None
     allocators: Mapping[str, AllocatorInfo] = dataclasses.field(default_factory=dict)
     workloads: Mapping[str, WorkloadInfo] = dataclasses.field(default_factory=dict)
     threads: tuple[int, ...] = ()
@@ -276,7 +303,7 @@ def parse_meta(data: Mapping[str, Any]) -> Meta:
     }
     workloads = {
         name: WorkloadInfo(name=name, description=_get_str(w, "description"),
-                           unit=_get_str(w, "unit", "ops") or "ops")
+                           unit=_get_str(w, "unit", "ops") or "ops", kind=_get_str(w, "kind"))
         for name, w in _get_dict(data, "workloads").items() if isinstance(w, dict)
     }
     threads_value = data.get("threads")
@@ -291,6 +318,7 @@ def parse_meta(data: Mapping[str, Any]) -> Meta:
     return Meta(tessbench=_get_str(data, "tessbench"), started=_get_str(data, "started"),
                 finished=_get_opt_str(data, "finished"), command=_get_str(data, "command"),
                 machine=machine, baseline=_get_opt_str(data, "baseline"),
+                fixed_baseline=_get_opt_str(data, "fixed_baseline"),
                 allocators=allocators, workloads=workloads, threads=threads,
                 repeat=_get_int(data, "repeat"), quick=data.get("quick") is True,
                 skipped=skipped, failures=failures)
@@ -375,23 +403,27 @@ def summarize(runs: Iterable[Run]) -> dict[CellKey, Cell]:
 # ratios and geometric means
 
 
-def ratio(cells: Mapping[CellKey, Cell], key: CellKey, baseline: str,
-          metric: str) -> Optional[float]:
+def ratio(cells: Mapping[CellKey, Cell], key: CellKey, baseline: PerWorkload,
+          metric: PerWorkload) -> Optional[float]:
     """The cell's median of metric over the baseline's at the same workload and threads.
 
-    None when either median is missing or not positive (no meaningful ratio).
+    ``baseline`` and ``metric`` are names, or functions of the workload
+    giving them. None when either median is missing or not positive (no
+    meaningful ratio).
     """
     cell = cells.get(key)
-    base = cells.get((key[0], baseline, key[2]))
+    base = cells.get((key[0], _for(baseline, key[0]), key[2]))
     if cell is None or base is None:
         return None
-    value, reference = cell.median(metric), base.median(metric)
+    name = _for(metric, key[0])
+    value, reference = cell.median(name), base.median(name)
     if value is None or reference is None or value <= 0 or reference <= 0:
         return None
     return value / reference
 
 
-def ratios(cells: Mapping[CellKey, Cell], baseline: str, metric: str) -> dict[CellKey, float]:
+def ratios(cells: Mapping[CellKey, Cell], baseline: PerWorkload,
+           metric: PerWorkload) -> dict[CellKey, float]:
     """Every cell's ratio to the baseline that exists (see :func:`ratio`)."""
     out: dict[CellKey, float] = {}
     for key in cells:
@@ -429,23 +461,27 @@ class GeoMean:
     total: int
 
 
-def geomeans(cells: Mapping[CellKey, Cell], baseline: str, metric: str,
+def geomeans(cells: Mapping[CellKey, Cell], baseline: PerWorkload, metric: PerWorkload,
              allocators: Optional[Sequence[str]] = None,
-             threads: Optional[int] = None) -> dict[str, GeoMean]:
+             threads: Optional[int] = None,
+             workloads: Optional[Iterable[str]] = None) -> dict[str, GeoMean]:
     """Per allocator, the geometric mean of its ratios over workloads and thread counts.
 
     Cells without a ratio (failed runs, no baseline cell) are left out and
     only lower the count. ``allocators`` picks and orders the allocators
     (default: every one, in order of first cell); ``threads`` keeps only
-    the cells at that thread count.
+    the cells at that thread count, ``workloads`` only those workloads'.
     """
     names = list(allocators) if allocators is not None else _unique(k[1] for k in cells)
+    kept = set(workloads) if workloads is not None else None
     per_cell = ratios(cells, baseline, metric)
+    label = metric if isinstance(metric, str) else "per workload"
     out: dict[str, GeoMean] = {}
     for name in names:
-        keys = [k for k in cells if k[1] == name and (threads is None or k[2] == threads)]
+        keys = [k for k in cells if k[1] == name and (threads is None or k[2] == threads)
+                and (kept is None or k[0] in kept)]
         found = [per_cell[k] for k in keys if k in per_cell]
-        out[name] = GeoMean(allocator=name, metric=metric,
+        out[name] = GeoMean(allocator=name, metric=label,
                             value=geomean(found) if found else None,
                             cells=len(found), total=len(keys))
     return out
@@ -460,12 +496,23 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Group:
+    """Workloads summarised together, against one baseline."""
+
+    title: str
+    baseline: str
+    workloads: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Results:
     """A results directory read and summarised.
 
     ``workloads`` and ``allocators`` are those runs.csv has, in meta.json's
-    order, then any only runs.csv names (the baseline first among the
-    allocators); ``baseline`` is the allocator ratios are taken to.
+    order, then any only runs.csv names (the baselines first among the
+    allocators); ``baseline`` is the allocator ratios are taken to, and
+    ``fixed_baseline`` the one for the workloads the baseline did not run
+    (see :meth:`baseline_of`).
     """
 
     out_dir: Path
@@ -475,6 +522,7 @@ class Results:
     baseline: str
     workloads: tuple[str, ...]
     allocators: tuple[str, ...]
+    fixed_baseline: str = DEFAULT_FIXED_BASELINE
 
     def cell(self, workload: str, allocator: str, threads: int) -> Optional[Cell]:
         """The cell, or None when that point was not run."""
@@ -489,13 +537,50 @@ class Results:
         present = {k[1] for k in self.cells if k[0] == workload}
         return [a for a in self.allocators if a in present]
 
-    def ratio(self, key: CellKey, metric: str) -> Optional[float]:
-        """The cell's ratio of metric to the baseline (see :func:`ratio`)."""
-        return ratio(self.cells, key, self.baseline, metric)
+    def baseline_of(self, workload: str) -> str:
+        """The allocator the workload's ratios are taken to: the baseline when
+        it ran the workload, else the fixed-heap baseline when that did, else
+        the baseline (and the workload has no ratios)."""
+        ran = {k[1] for k in self.cells if k[0] == workload}
+        if self.baseline in ran or self.fixed_baseline not in ran:
+            return self.baseline
+        return self.fixed_baseline
 
-    def geomeans(self, metric: str, threads: Optional[int] = None) -> dict[str, GeoMean]:
-        """Per allocator, the geometric mean of the metric's ratios (see :func:`geomeans`)."""
-        return geomeans(self.cells, self.baseline, metric, self.allocators, threads)
+    def memory_metric(self, workload: str) -> str:
+        """The workload's memory metric: heap bytes touched where the program
+        reports them (the enclave harness's workloads), else the peak RSS."""
+        if any(c.median(TOUCHED) is not None for c in self.cells.values()
+               if c.workload == workload):
+            return TOUCHED
+        return RSS
+
+    def ratio(self, key: CellKey, metric: str) -> Optional[float]:
+        """The cell's ratio of metric to its workload's baseline (see :func:`ratio`)."""
+        return ratio(self.cells, key, self.baseline_of, metric)
+
+    def memory_ratio(self, key: CellKey) -> Optional[float]:
+        """The cell's ratio of its workload's memory metric to the baseline's."""
+        return ratio(self.cells, key, self.baseline_of, self.memory_metric)
+
+    def geomeans(self, metric: str, threads: Optional[int] = None,
+                 workloads: Optional[Iterable[str]] = None) -> dict[str, GeoMean]:
+        """Per allocator, the geometric mean of the metric's ratios to each
+        workload's baseline (see :func:`geomeans`); ``metric`` "memory" is
+        each workload's :meth:`memory_metric`."""
+        chosen: PerWorkload = self.memory_metric if metric == MEMORY else metric
+        return geomeans(self.cells, self.baseline_of, chosen, self.allocators, threads,
+                        workloads)
+
+    def groups(self) -> list[Group]:
+        """The workloads by baseline: those of the baseline, then those of the
+        fixed-heap baseline (a group with no workload is left out)."""
+        out: list[Group] = []
+        for title, base in (("process-wide workloads", self.baseline),
+                            ("fixed-heap workloads", self.fixed_baseline)):
+            names = tuple(w for w in self.workloads if self.baseline_of(w) == base)
+            if names and not (out and out[0].baseline == base):
+                out.append(Group(title, base, names))
+        return out
 
     def max_threads(self) -> int:
         """The largest thread count run (0 when nothing ran)."""
@@ -525,8 +610,13 @@ def choose_baseline(meta: Meta, allocators: Sequence[str], asked: Optional[str])
     return allocators[0]
 
 
-def load_results(out_dir: Path, baseline: Optional[str] = None) -> Results:
-    """Reads ``out_dir``'s runs.csv and meta.json (a missing meta.json reads as empty)."""
+def load_results(out_dir: Path, baseline: Optional[str] = None,
+                 fixed_baseline: Optional[str] = None) -> Results:
+    """Reads ``out_dir``'s runs.csv and meta.json (a missing meta.json reads as empty).
+
+    ``baseline`` and ``fixed_baseline`` default to meta.json's, then to
+    glibc (or the first allocator) and dlmalloc.
+    """
     runs = read_runs(out_dir / "runs.csv")
     meta_path = out_dir / "meta.json"
     meta = read_meta(meta_path) if meta_path.exists() else Meta()
@@ -535,7 +625,9 @@ def load_results(out_dir: Path, baseline: Optional[str] = None) -> Results:
     allocators = _unique([*meta.allocators, *(r.allocator for r in runs)])
     used = {r.allocator for r in runs}
     chosen = choose_baseline(meta, allocators, baseline)
-    ordered = sorted((a for a in allocators if a in used), key=lambda a: a != chosen)
+    fixed = fixed_baseline or meta.fixed_baseline or DEFAULT_FIXED_BASELINE
+    ordered = sorted((a for a in allocators if a in used),
+                     key=lambda a: (a != chosen, a != fixed))
     return Results(out_dir=out_dir, meta=meta, runs=tuple(runs), cells=summarize(runs),
                    baseline=chosen, workloads=tuple(w for w in workloads if w in ran),
-                   allocators=tuple(ordered))
+                   allocators=tuple(ordered), fixed_baseline=fixed)

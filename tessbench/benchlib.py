@@ -2,9 +2,10 @@
 
 Used by bench/core_bench.py, tessbench/peers.py, bench/enclave/run_enclave.py
 and bench/enclave/peers/build_peers.py (the scripts put the repository root
-on sys.path first), and by the rest of the tessbench package. Only the standard library is imported at module level: rich is
-imported by :class:`Progress` when a bar is made, so the peer scripts run
-under a bare ``python3``.
+on sys.path first), and by the rest of the tessbench package. Only the
+standard library is imported at module level: rich is imported by
+:class:`Progress` when a bar is made, so the peer scripts run under a bare
+``python3``.
 
 * logging and a progress bar: :func:`make_log`, :class:`Progress`;
 * running measured programs: :func:`child_env`, :func:`run_measured`,

@@ -2,8 +2,9 @@
 
     tessbench run [--allocators A,B] [--workloads W,V] [--threads 1,2,4]
                   [--repeat N] [--quick] [--out DIR] [--baseline NAME]
+                  [--fixed-baseline NAME]
     tessbench plot --out DIR
-    tessbench report --out DIR [--baseline NAME]
+    tessbench report --out DIR [--baseline NAME] [--fixed-baseline NAME]
     tessbench peers [--install]
     tessbench workloads
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -19,13 +21,14 @@ from typing import Optional, Sequence
 from tessbench import peers as peers_mod
 from tessbench import runner
 from tessbench import workloads as wl
-from tessbench.benchlib import make_log
+from tessbench.benchlib import REPO_ROOT, make_log
 
 log = make_log("tessbench")
 
 DEFAULT_THREADS = "1,2,4,8,16"
 QUICK_THREADS = "1,2"
 DEFAULT_BASELINE = "glibc"
+DEFAULT_FIXED_BASELINE = "dlmalloc"
 
 
 def allocators(build: Path, cache: Path) -> tuple[list[runner.Allocator], list[str]]:
@@ -83,7 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = runner.Settings(
         build=build, out=out, allocators=tuple(by_name[n] for n in names),
         workloads=tuple(wl.BY_NAME[n] for n in work), threads=threads, repeat=args.repeat,
-        quick=args.quick, baseline=args.baseline, seed=args.seed,
+        quick=args.quick, baseline=args.baseline, fixed_baseline=args.fixed_baseline,
+        seed=args.seed,
         command=shlex.join(["tessbench", *sys.argv[1:]]),
         glibc_shim=str(build / "bench" / "workloads" / "libtb_glibc.so"))
     if not runner.rusage_run_path(build).exists():
@@ -93,35 +97,65 @@ def cmd_run(args: argparse.Namespace) -> int:
     csv_path, failed = runner.run_all(settings, log)
     log(f"wrote {csv_path}" + (f"; {failed} run(s) failed (see meta.json)" if failed else ""))
     if not args.no_report:
-        make_report(out, args.baseline)
+        make_report(out, args.baseline, args.fixed_baseline)
     return 1 if failed else 0
 
 
-def make_report(out: Path, baseline: Optional[str]) -> None:
+def make_report(out: Path, baseline: Optional[str], fixed_baseline: Optional[str]) -> None:
     """Plots, then report.md and report.html, in out."""
     from tessbench import plot, report  # matplotlib only when drawing
-    for png in plot.plot_all(out):
+    for png in plot.plot_all(out, baseline, fixed_baseline):
         log(f"wrote {png}")
-    for page in report.write_report(out, baseline):
+    for page in report.write_report(out, baseline, fixed_baseline):
         log(f"wrote {page}")
+
+
+def results_missing(out: Path) -> bool:
+    """Says so (and returns True) when out has no runs.csv."""
+    if (out / "runs.csv").is_file():
+        return False
+    log(f"{out / 'runs.csv'} not found: run 'tessbench run --out {out}' first")
+    return True
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from tessbench import plot
-    for png in plot.plot_all(Path(args.out)):
+    out = Path(args.out)
+    if results_missing(out):
+        return 2
+    for png in plot.plot_all(out, args.baseline, args.fixed_baseline):
         log(f"wrote {png}")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    make_report(Path(args.out), args.baseline)
+    out = Path(args.out)
+    if results_missing(out):
+        return 2
+    make_report(out, args.baseline, args.fixed_baseline)
     return 0
+
+
+#: The script that builds the enclave harness's fixed-heap peers.
+BUILD_FIXED_PEERS = REPO_ROOT / "bench" / "enclave" / "peers" / "build_peers.py"
+
+
+def install_fixed_peers(build: Path) -> None:
+    """Builds the fixed-heap peers (dlmalloc, snmalloc, mimalloc 3) into
+    <build>/enclave-peers with bench/enclave/peers/build_peers.py; one that
+    cannot be built is listed as missing, with the reason, afterwards."""
+    cmd = [sys.executable, str(BUILD_FIXED_PEERS), "--build-dir", str(build)]
+    log("running: " + shlex.join(cmd))
+    code = subprocess.run(cmd, check=False).returncode
+    if code != 0:
+        log(f"{BUILD_FIXED_PEERS.name} exited with {code}")
 
 
 def cmd_peers(args: argparse.Namespace) -> int:
     build = runner.repo_path(args.build)
     if args.install:
         peers_mod.fetch_peers(args.peers_cache)
+        install_fixed_peers(build)
     known, notes = allocators(build, args.peers_cache)
     print(f"{'allocator':<16} {'process-wide':<13} {'fixed heap':<11} version / source")
     for a in known:
@@ -166,23 +200,28 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="tessbench-out", help="results directory")
     run.add_argument("--baseline", default=DEFAULT_BASELINE,
                      help=f"allocator the ratios are taken to (default {DEFAULT_BASELINE})")
+    run.add_argument("--fixed-baseline", default=DEFAULT_FIXED_BASELINE,
+                     help="allocator the ratios of the fixed-heap workloads are taken to "
+                          f"(default {DEFAULT_FIXED_BASELINE}, Open Enclave's default)")
     run.add_argument("--seed", type=int, default=1, help="PRNG seed (repetition r: seed+r-1)")
     run.add_argument("--no-report", action="store_true", help="only runs.csv and meta.json")
     run.set_defaults(func=cmd_run)
 
     plot = sub.add_parser("plot", help="draw the plots of a results directory")
-    plot.add_argument("--out", default="tessbench-out", help="results directory")
-    plot.set_defaults(func=cmd_plot)
-
     rep = sub.add_parser("report", help="write report.md and report.html (and the plots)")
-    rep.add_argument("--out", default="tessbench-out", help="results directory")
-    rep.add_argument("--baseline", default=None, help="default: the run's baseline")
+    for p in (plot, rep):
+        p.add_argument("--out", default="tessbench-out", help="results directory")
+        p.add_argument("--baseline", default=None, help="default: the run's baseline")
+        p.add_argument("--fixed-baseline", default=None,
+                       help="default: the run's fixed-heap baseline")
+    plot.set_defaults(func=cmd_plot)
     rep.set_defaults(func=cmd_report)
 
     peers = sub.add_parser("peers", help="list the allocators and why any is missing")
     common(peers)
     peers.add_argument("--install", action="store_true",
-                       help="install the missing peers first (apt, PyPI, crates.io)")
+                       help="install the missing peers first (apt, PyPI, crates.io) and "
+                            "build the fixed-heap ones (into <build>/enclave-peers)")
     peers.set_defaults(func=cmd_peers)
 
     works = sub.add_parser("workloads", help="list the workloads")

@@ -6,12 +6,15 @@
   are oversubscribed (``throughput_<workload>.png``);
 * per workload run at one thread count: throughput as horizontal bars;
 * per workload: the peak RSS (median max_rss_kib) per allocator, grouped by
-  thread count (``rss_<workload>.png``);
+  thread count (``rss_<workload>.png``); for the enclave harness's
+  workloads the heap bytes touched instead (``touched_<workload>.png``:
+  the harness fills the heap, so the RSS is the heap's size);
 * for frag: live bytes and footprint over time per allocator, one figure
   per thread count (``frag_series_t<N>.png``);
-* across workloads: the geometric means of the throughput and RSS ratios to
-  the baseline (``summary_vs_<baseline>.png``, the one plot that depends
-  on the baseline).
+* per group of workloads (process-wide against the baseline, fixed-heap
+  against the fixed-heap baseline): the geometric means of the throughput
+  and memory ratios (``summary_vs_<baseline>.png``, the plots that depend
+  on the baselines).
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot, no global
 state). :func:`plot_plan` names every plot a results directory gets, so
@@ -32,7 +35,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from tessbench.aggregate import RSS, THROUGHPUT, Results, Run, load_results
+from tessbench.aggregate import MEMORY, RSS, THROUGHPUT, Group, Results, Run, load_results
 
 #: The plots' folder inside a results directory.
 PLOTS_DIR = "plots"
@@ -115,10 +118,6 @@ def _si(value: float, _pos: object = None) -> str:
         if abs(value) >= factor:
             return f"{value / factor:.3g}{suffix}"
     return f"{value:.3g}"
-
-
-def _label(results: Results, allocator: str) -> str:
-    return f"{allocator} (baseline)" if allocator == results.baseline else allocator
 
 
 def _runs_note(results: Results, workload: str) -> str:
@@ -241,8 +240,12 @@ def draw_throughput_bars(results: Results, workload: str) -> Figure:
     return fig
 
 
-def draw_rss(results: Results, workload: str) -> Figure:
-    """Median peak RSS per allocator, grouped by thread count."""
+def draw_memory(results: Results, workload: str) -> Figure:
+    """The median of the workload's memory metric per allocator, grouped by thread count:
+    the peak RSS, or the heap bytes touched in the enclave harness's workloads."""
+    metric = results.memory_metric(workload)
+    what = "peak RSS" if metric == RSS else "peak heap bytes touched"
+    scale = KIB_PER_MIB if metric == RSS else BYTES_PER_MIB
     threads = results.threads_of(workload)
     allocators = allocators_of(results, workload)
     colors = allocator_colors(results)
@@ -252,16 +255,16 @@ def draw_rss(results: Results, workload: str) -> Figure:
         spreads: list[Optional[tuple[float, float]]] = []
         for allocator in allocators:
             cell = results.cell(workload, allocator, threads[0])
-            value = cell.median(RSS) if cell else None
-            spread = cell.spread(RSS) if cell else None
+            value = cell.median(metric) if cell else None
+            spread = cell.spread(metric) if cell else None
             if value is None:
                 continue
             labels.append(allocator)
-            values.append(value / KIB_PER_MIB)
-            spreads.append((spread[0] / KIB_PER_MIB, spread[1] / KIB_PER_MIB) if spread else None)
+            values.append(value / scale)
+            spreads.append((spread[0] / scale, spread[1] / scale) if spread else None)
         fig, (ax,) = _new_figure(8.0, 1.4 + 0.42 * max(len(labels), 1))
         _hbars(ax, results, labels, values, spreads, lambda v: f"{v:,.1f}")
-        ax.set_xlabel("peak RSS (MiB)")
+        ax.set_xlabel(f"{what} (MiB)")
     else:
         fig, (ax,) = _new_figure(min(14.0, max(9.5, 2.5 + 0.16 * len(threads) * len(allocators))),
                                  5.0)
@@ -271,18 +274,17 @@ def draw_rss(results: Results, workload: str) -> Figure:
             ys: list[float] = []
             for j, t in enumerate(threads):
                 cell = results.cell(workload, allocator, t)
-                value = cell.median(RSS) if cell else None
+                value = cell.median(metric) if cell else None
                 if value is not None:
                     xs.append(j - 0.4 + width * (i + 0.5))
-                    ys.append(value / KIB_PER_MIB)
+                    ys.append(value / scale)
             ax.bar(xs, ys, width=width, color=colors[allocator], label=allocator)
         ax.set_xticks(range(len(threads)), [str(t) for t in threads])
         ax.set_xlabel("threads")
-        ax.set_ylabel("peak RSS (MiB)")
+        ax.set_ylabel(f"{what} (MiB)")
         ax.grid(axis="y", alpha=0.3)
         _legend_outside(fig, ax)
-    ax.set_title(f"{workload}: peak resident set ({_runs_note(results, workload)})",
-                 fontsize=11)
+    ax.set_title(f"{workload}: {what} ({_runs_note(results, workload)})", fontsize=11)
     return fig
 
 
@@ -370,30 +372,32 @@ def draw_frag_series(results: Results, workload: str, threads: int) -> Figure:
     return fig
 
 
-def draw_summary(results: Results) -> Figure:
-    """Geometric means of the throughput and RSS ratios to the baseline, per allocator."""
-    fig, axes = _new_figure(8.0, 2.4 + 0.75 * max(len(results.allocators), 1), rows=2)
+def draw_summary(results: Results, group: Group) -> Figure:
+    """Geometric means of the throughput and memory ratios to the group's baseline."""
+    tput = results.geomeans(THROUGHPUT, workloads=group.workloads)
+    memory = results.geomeans(MEMORY, workloads=group.workloads)
+    shown = [a for a in results.allocators if tput[a].value is not None]
+    fig, axes = _new_figure(8.0, 2.4 + 0.75 * max(len(shown), 1), rows=2)
     colors = allocator_colors(results)
-    titles = ((THROUGHPUT, "throughput / baseline's (higher is faster)"),
-              (RSS, "peak RSS / baseline's (lower is smaller)"))
-    for ax, (metric, title) in zip(axes, titles):
-        means = results.geomeans(metric)
+    panels = ((tput, "throughput / baseline's (higher is faster)"),
+              (memory, "memory / baseline's (lower is smaller)"))
+    for ax, (means, title) in zip(axes, panels):
         names = [a for a in results.allocators if means[a].value is not None]
         values = [means[a].value or 0.0 for a in names]
         ys = list(range(len(names)))
         ax.barh(ys, values, color=[colors[a] for a in names])
-        ax.set_yticks(ys, [f"{_label(results, a)} [{means[a].cells}/{means[a].total}]"
-                           for a in names])
+        ax.set_yticks(ys, [f"{a} [{means[a].cells}/{means[a].total}]" for a in names])
         ax.invert_yaxis()
         ax.axvline(1.0, color="black", linewidth=0.8)
         for y, v in zip(ys, values):
             ax.text(v, y, f" {v:.2f}", va="center", ha="left", fontsize=8)
         ax.set_xlim(0, max([*values, 1.0]) * 1.2)
-        ax.set_xlabel(f"geometric mean of the ratio to {results.baseline} over workloads "
+        ax.set_xlabel(f"geometric mean of the ratio to {group.baseline} over workloads "
                       "and thread counts")
         ax.set_title(title, fontsize=11)
         ax.grid(axis="x", alpha=0.3)
-    fig.suptitle("summary ([cells covered/cells run] per allocator)", fontsize=11)
+    fig.suptitle(f"{group.title} against {group.baseline} "
+                 "([cells covered/cells run] per allocator)", fontsize=11)
     return fig
 
 
@@ -410,18 +414,22 @@ def _bind_frag(workload: str, threads: int) -> Callable[[Results], Figure]:
     return lambda results: draw_frag_series(results, workload, threads)
 
 
+def _bind_group(group: Group) -> Callable[[Results], Figure]:
+    return lambda results: draw_summary(results, group)
+
+
 def _has(results: Results, workload: str, metric: str) -> bool:
     return any(c.median(metric) is not None
                for c in results.cells.values() if c.workload == workload)
 
 
-def summary_path(results: Results) -> Path:
-    """The summary plot's file: named after the baseline, the only plot that depends on it."""
-    return plots_dir(results.out_dir) / f"summary_vs_{safe_name(results.baseline)}.png"
+def summary_path(results: Results, group: Group) -> Path:
+    """A group's summary plot: named after its baseline, as it depends on it."""
+    return plots_dir(results.out_dir) / f"summary_vs_{safe_name(group.baseline)}.png"
 
 
 def plot_plan(results: Results) -> list[PlannedPlot]:
-    """Every plot the results get, in report order (per workload, then the summary)."""
+    """Every plot the results get, in report order (per workload, then the summaries)."""
     folder = plots_dir(results.out_dir)
     plan: list[PlannedPlot] = []
     for workload in results.workloads:
@@ -440,23 +448,27 @@ def plot_plan(results: Results) -> list[PlannedPlot]:
                     folder / f"throughput_{name}.png", workload,
                     f"{workload}: median throughput ({unit} per second) per allocator",
                     _bind_workload(draw_throughput_bars, workload)))
-        if _has(results, workload, RSS):
+        metric = results.memory_metric(workload)
+        if _has(results, workload, metric):
+            kind, what = ("rss", "peak RSS") if metric == RSS else \
+                ("touched", "peak heap bytes touched")
             plan.append(PlannedPlot(
-                folder / f"rss_{name}.png", workload,
-                f"{workload}: median peak RSS (MiB) per allocator",
-                _bind_workload(draw_rss, workload)))
+                folder / f"{kind}_{name}.png", workload,
+                f"{workload}: median {what} (MiB) per allocator",
+                _bind_workload(draw_memory, workload)))
         for t in threads:
             if series_runs(results, workload, t):
                 plan.append(PlannedPlot(
                     folder / f"{name}_series_t{t}.png", workload,
                     f"{workload}: live bytes and footprint over time at {threads_text(t)}",
                     _bind_frag(workload, t)))
-    if any(g.value is not None and g.allocator != results.baseline
-           for g in results.geomeans(THROUGHPUT).values()):
-        plan.append(PlannedPlot(
-            summary_path(results), None,
-            f"geometric means of the throughput and RSS ratios to {results.baseline}",
-            draw_summary))
+    for group in results.groups():
+        means = results.geomeans(THROUGHPUT, workloads=group.workloads)
+        if any(g.value is not None and g.allocator != group.baseline for g in means.values()):
+            plan.append(PlannedPlot(
+                summary_path(results, group), None,
+                f"{group.title}: geometric means of the throughput and memory ratios to "
+                f"{group.baseline}", _bind_group(group)))
     return plan
 
 
@@ -472,6 +484,7 @@ def draw_plots(results: Results, plan: Optional[Sequence[PlannedPlot]] = None) -
     return written
 
 
-def plot_all(out_dir: Path, baseline: Optional[str] = None) -> list[Path]:
+def plot_all(out_dir: Path, baseline: Optional[str] = None,
+             fixed_baseline: Optional[str] = None) -> list[Path]:
     """Draws every plot of the results in out_dir into out_dir/plots; returns the PNGs."""
-    return draw_plots(load_results(Path(out_dir), baseline))
+    return draw_plots(load_results(Path(out_dir), baseline, fixed_baseline))

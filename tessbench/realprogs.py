@@ -34,6 +34,8 @@ class ServerRun:
 
     status: str
     message: str = ""
+    server_cmd: list[str] = dataclasses.field(default_factory=list)
+    client_cmd: list[str] = dataclasses.field(default_factory=list)
     elapsed_s: Optional[float] = None
     ops: Optional[int] = None
     ops_per_s: Optional[float] = None
@@ -79,24 +81,43 @@ def parse_benchmark_csv(text: str) -> dict[str, float]:
     return rates
 
 
+def server_command(port: int, workdir: str) -> list[str]:
+    """redis-server on a loopback port, persistence off, in the foreground."""
+    return ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", workdir, "--daemonize", "no",
+            "--loglevel", "warning"]
+
+
+def benchmark_command(port: int, requests: int) -> list[str]:
+    """redis-benchmark: REDIS_TESTS, requests each, 50 clients, 64-byte values."""
+    return ["redis-benchmark", "-p", str(port), "-q", "--csv", "-n", str(requests),
+            "-c", "50", "-r", "100000", "-d", "64", "-t", ",".join(REDIS_TESTS)]
+
+
+def exit_status(code: Optional[int]) -> str:
+    """The status of a server that exited on its own (rusage_run's exit code)."""
+    if code is not None and (code > 128 or code < 0):
+        return "crashed"
+    return "error"
+
+
 def run_redis(rusage_run: Path, preload: Optional[str], requests: int, seed: int,
               timeout: float) -> ServerRun:
     """One redis-server run under rusage_run with ``preload``."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="tessbench-redis-") as tmp:
         report = Path(tmp) / "rusage.txt"
-        server_cmd = [str(rusage_run), "-o", str(report), "-p", preload or "", "--",
-                      "redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                      "--save", "", "--appendonly", "no", "--dir", tmp,
-                      "--daemonize", "no", "--loglevel", "warning"]
-        server = subprocess.Popen(server_cmd, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            return drive(server, port, report, requests, seed, timeout)
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait()
+        server_cmd = server_command(port, tmp)
+        launcher = [str(rusage_run), "-o", str(report), "-p", preload or "", "--"]
+        with subprocess.Popen(launcher + server_cmd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, start_new_session=True) as server:
+            try:
+                res = drive(server, port, report, requests, seed, timeout)
+            finally:
+                if server.poll() is None:
+                    server.kill()
+        res.server_cmd, res.client_cmd = server_cmd, benchmark_command(port, requests)
+        return res
 
 
 def drive(server: "subprocess.Popen[bytes]", port: int, report: Path, requests: int, seed: int,
@@ -106,19 +127,22 @@ def drive(server: "subprocess.Popen[bytes]", port: int, report: Path, requests: 
     while cli(port, "ping") != "PONG":
         if server.poll() is not None or time.monotonic() > deadline:
             err = server.stderr.read().decode(errors="replace") if server.stderr else ""
-            return ServerRun("error", f"redis-server did not start: {err.strip()[:200]}")
+            code = server.poll()
+            return ServerRun(exit_status(code), f"redis-server did not start (exit status "
+                                                f"{code}): {err.strip()[-200:]}")
         time.sleep(0.05)
-    bench_cmd = ["redis-benchmark", "-p", str(port), "-q", "--csv", "-n", str(requests),
-                 "-c", "50", "-r", "100000", "-d", "64", "-t", ",".join(REDIS_TESTS)]
     start = time.monotonic()
     try:
-        bench = subprocess.run(bench_cmd, capture_output=True, text=True, timeout=timeout,
-                               check=False)
+        bench = subprocess.run(benchmark_command(port, requests), capture_output=True,
+                               text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return ServerRun("timeout", "redis-benchmark did not finish")
     elapsed = time.monotonic() - start
+    if server.poll() is not None:
+        return ServerRun(exit_status(server.poll()),
+                         f"redis-server exited during the benchmark (status {server.poll()})")
     if bench.returncode != 0:
-        return ServerRun("error", f"redis-benchmark failed: {bench.stderr.strip()[:200]}")
+        return ServerRun("error", f"redis-benchmark failed: {bench.stderr.strip()[-200:]}")
     rates = parse_benchmark_csv(bench.stdout)
     if sorted(rates) != sorted(REDIS_TESTS):
         return ServerRun("error", f"redis-benchmark reported {sorted(rates)}")
@@ -135,8 +159,11 @@ def drive(server: "subprocess.Popen[bytes]", port: int, report: Path, requests: 
     if not ok:
         return ServerRun("check-failed", "redis-server answered wrongly after the benchmark")
     rusage = parse_kv(report.read_text()) if report.exists() else {}
-    if rusage.get("status") not in ("0", None):
-        return ServerRun("crashed", f"redis-server exit status {rusage.get('status')}")
+    if rusage.get("status") != "0":
+        return ServerRun(exit_status(int(rusage["status"]) if rusage.get("status", "")
+                                     .lstrip("-").isdigit() else None),
+                         f"redis-server exit status {rusage.get('status', 'unknown')}")
     ops = requests * len(REDIS_TESTS)
     extra = {f"redis_{name}_rps": f"{rate:.1f}" for name, rate in rates.items()}
-    return ServerRun("ok", "", elapsed, ops, sum(rates.values()) / len(rates), rusage, extra)
+    return ServerRun("ok", "", elapsed_s=elapsed, ops=ops,
+                     ops_per_s=sum(rates.values()) / len(rates), rusage=rusage, extra=extra)

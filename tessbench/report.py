@@ -28,8 +28,8 @@ import re
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from tessbench.aggregate import (METRIC_COLUMNS, RSS, THROUGHPUT, Cell, GeoMean, Results,
-                                 load_results)
+from tessbench.aggregate import (MEMORY, METRIC_COLUMNS, RSS, THROUGHPUT, TOUCHED, Cell,
+                                 GeoMean, Group, Results, load_results)
 from tessbench.plot import PlannedPlot, draw_plots, plot_plan, threads_text
 
 DASH = "\u2013"  # an en dash: no value
@@ -162,6 +162,8 @@ def run_fields(results: Results) -> Fields:
     repeat = str(meta.repeat) if meta.repeat is not None else "unknown"
     items.append(("repetitions per point", f"{repeat}; tables show medians over the ok ones"))
     items.append(("baseline", results.baseline))
+    items.append(("fixed-heap baseline", f"{results.fixed_baseline} (for the workloads "
+                                         f"{results.baseline} does not run)"))
     return Fields(tuple(items))
 
 
@@ -188,34 +190,52 @@ def oversubscription_sentence(results: Results) -> Optional[str]:
 def summary_blocks(results: Results) -> list[Block]:
     blocks: list[Block] = [Heading(2, "Summary")]
     blocks.append(Para(
-        f"Ratios are taken to {results.baseline} at the same workload and thread count, "
-        "from medians: a throughput ratio above 1 is faster than the baseline, an RSS "
-        "ratio below 1 smaller. Each geometric mean is taken over the allocator's cells "
-        "(workload and thread count) where both it and the baseline have an ok run; "
-        "\"cells\" says how many of the allocator's cells that is."))
-    tput, rss = results.geomeans(THROUGHPUT), results.geomeans(RSS)
+        "Ratios are taken from medians at the same workload and thread count: a throughput "
+        "ratio above 1 is faster than the baseline, a memory ratio below 1 smaller. Memory "
+        "is the peak RSS, except in the enclave harness's workloads (enclave, frag), whose "
+        "heap the harness fills with a pattern: there it is the heap bytes the allocator "
+        "touched. Each geometric mean is taken over the allocator's cells (workload and "
+        "thread count) where both it and the baseline have an ok run; \"cells\" says how "
+        "many of the allocator's cells that is."))
+    groups = results.groups()
+    if not groups:
+        blocks.append(Para("No workload ran.", note=True))
+    for group in groups:
+        blocks.extend(group_summary(results, group))
+    return blocks
+
+
+def group_summary(results: Results, group: Group) -> list[Block]:
+    """The summary tables of one group of workloads (one baseline)."""
+    blocks: list[Block] = [Heading(3, f"{group.title[0].upper()}{group.title[1:]}, "
+                                      f"against {group.baseline}")]
+    blocks.append(Para(f"Workloads: {', '.join(group.workloads)}."))
+    tput = results.geomeans(THROUGHPUT, workloads=group.workloads)
+    memory = results.geomeans(MEMORY, workloads=group.workloads)
+    names = [a for a in results.allocators if tput[a].total > 0]
     rows: list[tuple[TableCell, ...]] = []
     base_rows: set[int] = set()
-    for i, name in enumerate(results.allocators):
-        tg, rg = tput[name], rss[name]
+    for i, name in enumerate(names):
+        tg, mg = tput[name], memory[name]
         rows.append((name,
                      (fmt_ratio(tg.value), ratio_class(tg.value, True)), _cells_note(tg),
-                     (fmt_ratio(rg.value), ratio_class(rg.value, False)), _cells_note(rg)))
-        if name == results.baseline:
+                     (fmt_ratio(mg.value), ratio_class(mg.value, False)), _cells_note(mg)))
+        if name == group.baseline:
             base_rows.add(i)
     blocks.append(Table(("allocator", "throughput ratio (geomean)", "cells",
-                         "RSS ratio (geomean)", "cells"), tuple(rows),
+                         "memory ratio (geomean)", "cells"), tuple(rows),
                         (False, True, True, True, True), baseline_rows=frozenset(base_rows)))
-    if results.baseline not in results.allocators:
-        blocks.append(Para(f"The baseline {results.baseline} has no runs: there are no "
+    if group.baseline not in names:
+        blocks.append(Para(f"The baseline {group.baseline} has no runs here: there are no "
                            "ratios.", note=True))
-    threads = sorted({k[2] for k in results.cells})
+    threads = sorted({k[2] for k in results.cells if k[0] in group.workloads})
     if len(threads) > 1:
-        blocks.append(Para("Throughput ratio to the baseline per thread count (geometric "
-                           "mean over workloads; in brackets the cells it covers):"))
-        by_threads = {t: results.geomeans(THROUGHPUT, threads=t) for t in threads}
+        blocks.append(Para("Throughput ratio per thread count (geometric mean over the "
+                           "workloads; in brackets the cells it covers):"))
+        by_threads = {t: results.geomeans(THROUGHPUT, threads=t, workloads=group.workloads)
+                      for t in threads}
         trows: list[tuple[TableCell, ...]] = []
-        for name in results.allocators:
+        for name in names:
             row: list[TableCell] = [name]
             for t in threads:
                 g = by_threads[t][name]
@@ -234,13 +254,17 @@ def allocator_blocks(results: Results) -> list[Block]:
     base_rows: set[int] = set()
     for i, name in enumerate(names):
         info = meta.allocators.get(name)
-        label = f"{name} (baseline)" if name == results.baseline else name
+        label = name
+        if name == results.baseline:
+            label = f"{name} (baseline)"
+        elif name == results.fixed_baseline:
+            label = f"{name} (fixed-heap baseline)"
         if info is None:
             rows.append((label, "unknown", DASH, DASH, DASH))
         else:
             rows.append((label, info.version or "unknown", info.kind or DASH,
                          info.source or DASH, info.library or DASH))
-        if name == results.baseline:
+        if name in (results.baseline, results.fixed_baseline):
             base_rows.add(i)
     return [Heading(2, "Allocators"),
             Table(("allocator", "version", "kind", "source", "library"), tuple(rows),
@@ -283,11 +307,20 @@ def skipped_failure_blocks(results: Results) -> list[Block]:
     return blocks
 
 
-#: The columns of a workload's table.
+#: The columns of a workload's table (mimalloc-bench's, with ratios).
 WORKLOAD_HEADER: tuple[str, ...] = (
     "allocator", "threads", "ok runs", "elapsed s", "ops/s", "ops/s ratio", "rss MiB",
     "rss ratio", "user s", "sys s", "minor faults", "major faults",
 )
+#: The columns added where the memory metric is the heap bytes touched.
+TOUCHED_HEADER: tuple[str, ...] = ("touched MiB", "touched ratio")
+
+
+def workload_header(results: Results, workload: str) -> tuple[str, ...]:
+    """The columns of the workload's table."""
+    if results.memory_metric(workload) == TOUCHED:
+        return WORKLOAD_HEADER[:8] + TOUCHED_HEADER + WORKLOAD_HEADER[8:]
+    return WORKLOAD_HEADER
 
 
 def workload_rows(results: Results,
@@ -295,6 +328,8 @@ def workload_rows(results: Results,
     """The rows of a workload's table (by threads, then allocator) and the baseline's rows."""
     rows: list[tuple[TableCell, ...]] = []
     base_rows: set[int] = set()
+    touched = results.memory_metric(workload) == TOUCHED
+    baseline = results.baseline_of(workload)
     for t in results.threads_of(workload):
         for name in results.allocators_of(workload):
             cell = results.cell(workload, name, t)
@@ -302,16 +337,22 @@ def workload_rows(results: Results,
                 continue
             tput = results.ratio(cell.key, THROUGHPUT)
             rss = results.ratio(cell.key, RSS)
-            if name == results.baseline:
+            if name == baseline:
                 base_rows.add(len(rows))
-            rows.append((
+            row: list[TableCell] = [
                 name, str(t), _failed_note(cell),
                 fmt_num(cell.median("elapsed_s")), fmt_num(cell.median(THROUGHPUT)),
                 (fmt_ratio(tput), ratio_class(tput, True)),
-                fmt_mib(cell.median(RSS)), (fmt_ratio(rss), ratio_class(rss, False)),
-                fmt_num(cell.median("user_s")), fmt_num(cell.median("sys_s")),
-                fmt_count(cell.median("minor_faults")),
-                fmt_count(cell.median("major_faults"))))
+                fmt_mib(cell.median(RSS)), (fmt_ratio(rss), ratio_class(rss, False))]
+            if touched:
+                mem = results.ratio(cell.key, TOUCHED)
+                touched_bytes = cell.median(TOUCHED)
+                row += [fmt_mib(touched_bytes / 1024 if touched_bytes is not None else None),
+                        (fmt_ratio(mem), ratio_class(mem, False))]
+            row += [fmt_num(cell.median("user_s")), fmt_num(cell.median("sys_s")),
+                    fmt_count(cell.median("minor_faults")),
+                    fmt_count(cell.median("major_faults"))]
+            rows.append(tuple(row))
     return tuple(rows), frozenset(base_rows)
 
 
@@ -330,11 +371,16 @@ def workload_blocks(results: Results, workload: str,
         blocks.append(Para(description if description.endswith(".") else description + "."))
     unit = results.unit(workload)
     blocks.append(Para(f"ops counts {unit}, ops/s is {unit} per second. Ratios are to "
-                       f"{results.baseline} at the same thread count (ops/s: above 1 is "
-                       "faster; rss: below 1 is smaller)."))
+                       f"{results.baseline_of(workload)} at the same thread count (ops/s: "
+                       "above 1 is faster; memory: below 1 is smaller)."))
+    if results.memory_metric(workload) == TOUCHED:
+        blocks.append(Para("The harness fills the whole heap with a pattern before the "
+                           "allocator starts, so the RSS is about the heap's size for every "
+                           "allocator; \"touched\" is the peak of the heap bytes the "
+                           "allocator changed, its real memory use."))
+    header = workload_header(results, workload)
     rows, base_rows = workload_rows(results, workload)
-    blocks.append(Table(WORKLOAD_HEADER, rows,
-                        (False,) + (True,) * (len(WORKLOAD_HEADER) - 1),
+    blocks.append(Table(header, rows, (False,) + (True,) * (len(header) - 1),
                         baseline_rows=base_rows))
     cpus = results.meta.machine.cpus
     over = [t for t in results.threads_of(workload) if cpus and t > cpus]
@@ -509,14 +555,15 @@ def ensure_plots(results: Results) -> list[PlannedPlot]:
     return plan
 
 
-def write_report(out_dir: Path, baseline: Optional[str] = None) -> tuple[Path, Path]:
+def write_report(out_dir: Path, baseline: Optional[str] = None,
+                 fixed_baseline: Optional[str] = None) -> tuple[Path, Path]:
     """Writes out_dir/report.md and out_dir/report.html; returns their paths.
 
-    ``baseline`` defaults to meta.json's. Plots that are missing or older
-    than the results are drawn first.
+    ``baseline`` and ``fixed_baseline`` default to meta.json's. Plots that
+    are missing or older than the results are drawn first.
     """
     out_dir = Path(out_dir)
-    results = load_results(out_dir, baseline)
+    results = load_results(out_dir, baseline, fixed_baseline)
     plots = [p for p in ensure_plots(results) if p.path.exists()]
     blocks = build_document(results, plots)
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"

@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import shlex
+import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from tessbench import realprogs
 from tessbench import workloads as wl
@@ -29,11 +30,6 @@ VERSION = "0.1.0"
 
 #: Requests per redis-benchmark test (quick: a tenth).
 REDIS_REQUESTS = 100000
-
-#: The workload-specific keys kept from the enclave harness's result line.
-ENCLAVE_KEYS = ("nulls", "footprint_peak", "touched_bytes", "os_calls_after_init")
-FRAG_KEYS = ("nulls", "peak_live_bytes", "peak_footprint_bytes", "peak_touched_bytes",
-             "os_calls_after_init", "worker_ecalls")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +68,7 @@ class Settings:
     repeat: int
     quick: bool
     baseline: str
+    fixed_baseline: str
     seed: int
     command: str
     glibc_shim: Optional[str]  # libtb_glibc.so: glibc's malloc in programs linked with another
@@ -127,13 +124,25 @@ def plan(settings: Settings) -> tuple[list[Planned], list[dict[str, str]]]:
 # ------------------------------------------------------------------ runs
 
 
+@dataclasses.dataclass
+class Outcome:
+    """What one run gave: its CSV row, and for meta.json the exact commands
+    (each as a shell line with the environment it set), that environment,
+    and the failure message ("" when the run is ok)."""
+
+    row: RunRow
+    commands: list[str]
+    env: dict[str, str]
+    message: str = ""
+
+
 def rusage_run_path(build: Path) -> Path:
     """The launcher that reports the child's rusage (bench/rusage_run.c)."""
     return build / "bench" / "rusage_run"
 
 
 def status_of(code: int) -> str:
-    """The CSV status of a program's exit status."""
+    """The CSV status of a program's exit status (run_measured's: -1 on timeout)."""
     if code == 0:
         return STATUS_OK
     if code == 3:
@@ -145,7 +154,12 @@ def status_of(code: int) -> str:
     return "error"
 
 
-def fill_rusage(row: RunRow, rusage: dict[str, str]) -> None:
+def shell_line(cmd: Sequence[str], env: Mapping[str, str]) -> str:
+    """cmd as one shell line, preceded by the environment it needs."""
+    return shlex.join([*(f"{k}={v}" for k, v in env.items()), *cmd])
+
+
+def fill_rusage(row: RunRow, rusage: Mapping[str, str]) -> None:
     """The rusage_run report's numbers into row."""
     def num(key: str) -> Optional[float]:
         try:
@@ -159,76 +173,107 @@ def fill_rusage(row: RunRow, rusage: dict[str, str]) -> None:
     row.major_faults = int(major) if major is not None else None
 
 
-def fill_result(row: RunRow, p: Planned, result: dict[str, str], out: Path,
-                series: Optional[Path]) -> None:
-    """The program's result line into row (enclave harness lines mapped)."""
-    name = p.workload.name
-    if name == "enclave":
-        row.elapsed_s = float(result["elapsed_ms"]) / 1000
-        row.ops = int(result["mallocs"])
-        row.extra = {k: result[k] for k in ENCLAVE_KEYS if k in result}
-    elif name == "frag":
-        row.elapsed_s = float(result["elapsed_ms"]) / 1000
-        row.ops = int(result["ecalls"])
-        row.extra = {k: result[k] for k in FRAG_KEYS if k in result}
-        live, peak = int(result["peak_live_bytes"]), int(result["peak_footprint_bytes"])
-        row.extra["footprint_ratio"] = f"{peak / live:.3f}" if live > 0 and peak >= 0 else ""
-        if series is not None and series.exists():
-            row.extra["series_csv"] = str(series.relative_to(out))
-    else:
-        row.elapsed_s = float(result["elapsed_s"])
-        row.ops = int(result["ops"])
-        fixed = {"workload", "threads", "ops", "elapsed_s", "ops_per_s"}
-        row.extra = {k: v for k, v in result.items() if k not in fixed}
+#: The keys of the common result line that are fixed columns, not extras.
+RESULT_KEYS = ("workload", "threads", "ops", "elapsed_s", "ops_per_s")
+
+
+def fill_result(row: RunRow, result: Mapping[str, str]) -> None:
+    """The program's result line (wl.h's format) into row.
+
+    Raises KeyError or ValueError when ops or elapsed_s is missing or not a
+    number.
+    """
+    row.elapsed_s = float(result["elapsed_s"])
+    row.ops = int(result["ops"])
+    row.extra = {k: v for k, v in result.items() if k not in RESULT_KEYS}
     row.ops_per_s = row.ops / row.elapsed_s if row.elapsed_s > 0 else None
 
 
-def run_program(p: Planned, settings: Settings) -> tuple[RunRow, str, dict[str, str], str]:
-    """Runs one planned program run: (row, command, env set, failure message)."""
+def implausible(row: RunRow) -> Optional[str]:
+    """Why an ok run's numbers cannot be used (None when they can).
+
+    A run that reports no work or no time has measured nothing: it is an
+    error, not a row with an empty or infinite rate.
+    """
+    if row.ops is None or row.ops <= 0:
+        return f"the result line reports {row.ops} ops"
+    if row.elapsed_s is None or not row.elapsed_s > 0:
+        return f"the result line reports an elapsed time of {row.elapsed_s} s"
+    return None
+
+
+def failed(row: RunRow, status: str) -> RunRow:
+    """row as a failed run: the status, and no numbers (they count nowhere)."""
+    return RunRow(row.workload, row.allocator, row.threads, row.repetition, status=status,
+                  wall_s=row.wall_s)
+
+
+def series_path(settings: Settings, p: Planned) -> Path:
+    """Where frag's time series of a run goes."""
+    return (settings.out / "series" /
+            f"{p.workload.name}_{p.allocator.name}_t{p.threads}_r{p.repetition}.csv")
+
+
+def program_env(p: Planned, settings: Settings) -> dict[str, str]:
+    """The environment variables one program run sets (LD_PRELOAD included)."""
+    if p.workload.name == "x509-fixed":
+        assert p.allocator.plugin is not None
+        return {"LD_PRELOAD": str(wl.fixed_shim_path(settings.build)),
+                "TB_FIXED_PLUGIN": p.allocator.plugin, "TB_FIXED_HEAP": wl.FIXED_HEAP}
+    if p.workload.kind == "fixed" or p.allocator.preload is None:
+        return {}  # the harness loads the plugin itself; glibc needs no preload
+    return {"LD_PRELOAD": p.allocator.preload}
+
+
+def run_program(p: Planned, settings: Settings) -> Outcome:
+    """Runs one planned program (a tb_ program or python3) under rusage_run."""
     row = RunRow(p.workload.name, p.allocator.name, p.threads, p.repetition)
     seed = settings.seed + p.repetition - 1
     series: Optional[Path] = None
     if p.workload.name == "frag":
-        series = (settings.out / "series" /
-                  f"frag_{p.allocator.name}_t{p.threads}_r{p.repetition}.csv")
+        series = series_path(settings, p)
         series.parent.mkdir(parents=True, exist_ok=True)
+        series.unlink(missing_ok=True)
     plugin = p.allocator.plugin if p.workload.kind == "fixed" else None
     cmd = wl.command(p.workload, settings.build, p.threads, seed, settings.quick, plugin, series)
-    env_set: dict[str, str] = {}
-    preload: Optional[str] = p.allocator.preload
-    if p.workload.name == "x509-fixed":
-        preload = str(wl.fixed_shim_path(settings.build))
-        assert plugin is not None
-        env_set = {"TB_FIXED_PLUGIN": plugin, "TB_FIXED_HEAP": wl.FIXED_HEAP}
-    elif p.workload.kind == "fixed":
-        preload = None  # the harness loads the plugin itself
-    if preload is not None:
-        env_set["LD_PRELOAD"] = preload
-    report = settings.out / ".rusage.txt"
-    launcher = [str(rusage_run_path(settings.build)), "-o", str(report), "-p", preload or "",
-                "--"]
-    env = child_env(None)
-    env.update({k: v for k, v in env_set.items() if k != "LD_PRELOAD"})
-    start = time.monotonic()
-    code, stdout, stderr = run_measured(launcher + cmd, env, p.workload.timeout_s)
-    row.wall_s = time.monotonic() - start
-    rusage = parse_kv(report.read_text()) if report.exists() and code != -1 else {}
-    report.unlink(missing_ok=True)
-    command = shlex.join(cmd)
+    env_set = program_env(p, settings)
+    preload = env_set.get("LD_PRELOAD", "")
+    with tempfile.TemporaryDirectory(prefix="tessbench-") as tmp:
+        report = Path(tmp) / "rusage.txt"
+        launcher = [str(rusage_run_path(settings.build)), "-o", str(report), "-p", preload, "--"]
+        env = child_env(None)  # rusage_run sets LD_PRELOAD in the child only
+        env.update({k: v for k, v in env_set.items() if k != "LD_PRELOAD"})
+        start = time.monotonic()
+        code, stdout, stderr = run_measured(launcher + cmd, env, p.workload.timeout_s)
+        row.wall_s = time.monotonic() - start
+        rusage = parse_kv(report.read_text()) if report.exists() and code != -1 else {}
+    out = Outcome(row, [shell_line(cmd, env_set)], env_set)
     row.status = status_of(code)
     results = [line for line in stdout.splitlines() if line.startswith("result ")]
-    if row.status == STATUS_OK and not results:
-        row.status = "error"
     if row.status != STATUS_OK:
-        last = (stderr.strip().splitlines() or [f"exit status {code}"])[-1]
-        return row, command, env_set, last[:300]
-    fill_result(row, p, parse_kv(results[-1]), settings.out, series)
+        out.message = (stderr.strip().splitlines() or [f"exit status {code}"])[-1][:300]
+        return out
+    if not results:
+        out.row, out.message = failed(row, "error"), "exit status 0 but no result line"
+        return out
+    try:
+        fill_result(row, parse_kv(results[-1]))
+    except (KeyError, ValueError) as exc:
+        out.row = failed(row, "error")
+        out.message = f"malformed result line ({exc!r}): {results[-1][:200]}"
+        return out
+    problem = implausible(row)
+    if problem is not None:
+        out.row, out.message = failed(row, "error"), problem
+        return out
+    if series is not None and series.exists():
+        row.extra["series_csv"] = series.relative_to(settings.out).as_posix()
     fill_rusage(row, rusage)
-    return row, command, env_set, ""
+    return out
 
 
-def run_server(p: Planned, settings: Settings) -> tuple[RunRow, str, dict[str, str], str]:
-    """One redis run (glibc through libtb_glibc.so: redis links jemalloc)."""
+def run_server(p: Planned, settings: Settings) -> Outcome:
+    """One redis run (glibc through libtb_glibc.so: Debian's redis links jemalloc)."""
     row = RunRow(p.workload.name, p.allocator.name, p.threads, p.repetition)
     preload = p.allocator.preload if p.allocator.preload is not None else settings.glibc_shim
     requests = REDIS_REQUESTS // 10 if settings.quick else REDIS_REQUESTS
@@ -238,14 +283,18 @@ def run_server(p: Planned, settings: Settings) -> tuple[RunRow, str, dict[str, s
     row.wall_s = time.monotonic() - start
     row.status = res.status
     env_set = {"LD_PRELOAD": preload} if preload else {}
-    command = (f"redis-server --port PORT (preloaded) + redis-benchmark -n {requests} -c 50 "
-               f"-r 100000 -d 64 -t {','.join(realprogs.REDIS_TESTS)} --csv")
+    commands = [shell_line(res.server_cmd, env_set), shlex.join(res.client_cmd)]
+    out = Outcome(row, commands, env_set, res.message)
     if res.status != STATUS_OK:
-        return row, command, env_set, res.message
+        return out
     row.elapsed_s, row.ops, row.ops_per_s = res.elapsed_s, res.ops, res.ops_per_s
-    row.extra = res.extra
+    row.extra = dict(res.extra)
+    problem = implausible(row)
+    if problem is not None:
+        out.row, out.message = failed(row, "error"), problem
+        return out
     fill_rusage(row, res.rusage)
-    return row, command, env_set, ""
+    return out
 
 
 # ----------------------------------------------------------------- meta
@@ -269,6 +318,7 @@ def base_meta(settings: Settings, started: str) -> dict[str, object]:
         "command": settings.command,
         "machine": machine(),
         "baseline": settings.baseline,
+        "fixed_baseline": settings.fixed_baseline,
         "allocators": {a.name: {"version": a.version, "source": a.source, "kind": a.kind(),
                                 "library": a.preload, "plugin": a.plugin}
                        for a in settings.allocators},
@@ -309,17 +359,18 @@ def run_all(settings: Settings, log: Callable[[str], None]) -> tuple[Path, int]:
             bar.describe(f"{p.workload.name} {p.allocator.name} t={p.threads} "
                          f"#{p.repetition}")
             runner = run_server if p.workload.kind == "server" else run_program
-            row, command, env_set, message = runner(p, settings)
+            out = runner(p, settings)
+            row = out.row
             writer.add(row)
             run_log.append({"workload": p.workload.name, "allocator": p.allocator.name,
                             "threads": p.threads, "repetition": p.repetition,
-                            "command": command, "env": env_set})
+                            "status": row.status, "commands": out.commands, "env": out.env})
             if row.status != STATUS_OK:
                 failures.append({"workload": p.workload.name, "allocator": p.allocator.name,
                                  "threads": p.threads, "repetition": p.repetition,
-                                 "status": row.status, "message": message})
+                                 "status": row.status, "message": out.message})
                 bar.log(f"{p.workload.name} with {p.allocator.name} at {p.threads} threads: "
-                        f"{row.status}: {message}")
+                        f"{row.status}: {out.message}")
             bar.advance()
     meta["finished"] = now()
     write_meta(meta, meta_path)

@@ -54,13 +54,13 @@ WORKLOADS: tuple[Workload, ...] = (
              "Open Enclave's pluggable_allocator sample in a model enclave (workload A of "
              "the fixed-heap issue): per thread a FIFO of 15 blocks, malloc(rand() % 16384) "
              "+ free of the oldest, heap 8192 pages, a new host thread per ECALL",
-             "malloc+free pairs", None,
-             ("--num-allocations", "100000"), ("--num-allocations", "2000")),
+             "malloc+free pairs", "tb_enclave",
+             ("--iterations", "100000"), ("--iterations", "2000")),
     Workload("frag", "fixed",
              "the fragmentation soak (workload B): a 64 MiB enclave, N worker + N/4 other "
              "threads doing rapid ECALLs with bursts of mixed sizes and a shared pool of "
              "long-lived blocks; footprint and live bytes sampled over time",
-             "ECALLs", None, ("--duration", "10"), ("--duration", "1.5")),
+             "ECALLs", "tb_frag", ("--duration", "10"), ("--duration", "1.5")),
     Workload("x509", "preload",
              "mbedtls: parse a leaf+intermediate certificate chain and verify it against "
              "the root with a profile, then free it (mbedtls_x509_crt_*), per thread",
@@ -122,6 +122,10 @@ BY_NAME: dict[str, Workload] = {w.name: w for w in WORKLOADS}
 
 PYTHON_WORKLOAD = Path(__file__).resolve().parent / "programs" / "pyload.py"
 
+#: The workloads whose programs run the enclave harness with a plugin
+#: (tb_enclave, tb_frag: bench/workloads/enclave.c).
+HARNESS_WORKLOADS = ("enclave", "frag")
+
 
 def names() -> list[str]:
     """Every workload's name, in report order."""
@@ -141,11 +145,6 @@ def fixed_shim_path(build: Path) -> Path:
     return build / "bench" / "workloads" / "x509" / "libtb_fixed.so"
 
 
-def enclave_bench_path(build: Path) -> Path:
-    """The enclave harness (workloads enclave and frag)."""
-    return build / "bench" / "enclave" / "enclave_bench"
-
-
 def missing_parts(build: Path, workload: Workload) -> Optional[str]:
     """Why workload cannot run with this build (None when it can)."""
     needed: list[Path] = []
@@ -154,8 +153,6 @@ def missing_parts(build: Path, workload: Workload) -> Optional[str]:
         needed.append(prog)
     if workload.name == "x509-fixed":
         needed.append(fixed_shim_path(build))
-    if workload.name in ("enclave", "frag"):
-        needed.append(enclave_bench_path(build))
     absent = [str(p) for p in needed if not p.exists()]
     if absent:
         return "not built: " + ", ".join(absent)
@@ -166,26 +163,22 @@ def command(workload: Workload, build: Path, threads: int, seed: int, quick: boo
             plugin: Optional[str], series_csv: Optional[Path]) -> list[str]:
     """The command of one run (without the launcher and the preload).
 
-    ``plugin`` is the allocator's enclave plugin (fixed workloads),
-    ``series_csv`` where frag writes its time series.
+    ``plugin`` is the allocator's enclave plugin (enclave and frag, whose
+    programs run the enclave harness with it), ``series_csv`` where frag
+    writes its time series.
     """
     extra: Sequence[str] = workload.quick_args if quick else workload.args
-    if workload.name in ("enclave", "frag"):
-        assert plugin is not None
-        cmd = [str(enclave_bench_path(build)), "--allocator", plugin, "--seed", str(seed)]
-        if workload.name == "enclave":
-            cmd += ["--workload", "a", "--threads", str(threads)]
-        else:
-            others = max(1, threads // 4)
-            cmd += ["--workload", "b", "--workers", str(threads), "--others", str(others)]
-            if series_csv is not None:
-                cmd += ["--csv", str(series_csv)]
-        return cmd + list(extra)
     if workload.name == "python":
         return [sys_python(), str(PYTHON_WORKLOAD), "--seed", str(seed), *extra]
     prog = program_path(build, workload)
     assert prog is not None
-    return [str(prog), "--threads", str(threads), "--seed", str(seed), *extra]
+    cmd = [str(prog), "--threads", str(threads), "--seed", str(seed)]
+    if workload.name in HARNESS_WORKLOADS:
+        assert plugin is not None
+        cmd += ["--allocator", plugin]
+        if series_csv is not None:
+            cmd += ["--csv", str(series_csv)]
+    return cmd + list(extra)
 
 
 def sys_python() -> str:

@@ -227,8 +227,29 @@ class GeoMeanTest(unittest.TestCase):
         self.assertIsNone(means["fast"].value)
         self.assertEqual(means["fast"].cells, 0)
 
+    def test_baseline_and_metric_per_workload(self) -> None:
+        cells = ag.summarize([
+            run("p", "glibc", 1, 1, ops_per_s=100, max_rss_kib=1000),
+            run("p", "fast", 1, 1, ops_per_s=400, max_rss_kib=500),
+            run("f", "dl", 1, 1, ops_per_s=10, max_rss_kib=9, peak_touched_bytes=1000),
+            run("f", "fast", 1, 1, ops_per_s=90, max_rss_kib=9, peak_touched_bytes=4000)])
 
-META = {
+        def base(w: str) -> str:
+            return "glibc" if w == "p" else "dl"
+
+        def memory(w: str) -> str:
+            return "max_rss_kib" if w == "p" else "peak_touched_bytes"
+
+        self.assertEqual(ag.ratio(cells, ("f", "fast", 1), base, "ops_per_s"), 9.0)
+        self.assertEqual(ag.ratio(cells, ("f", "fast", 1), base, memory), 4.0)
+        self.assertEqual(ag.ratio(cells, ("p", "fast", 1), base, memory), 0.5)
+        both = ag.geomeans(cells, base, "ops_per_s")["fast"]
+        self.assertAlmostEqual(both.value or 0.0, 6.0)  # sqrt(4 * 9)
+        only_f = ag.geomeans(cells, base, memory, workloads=["f"])["fast"]
+        self.assertEqual((only_f.value, only_f.cells, only_f.total), (4.0, 1, 1))
+
+
+META: dict[str, object] = {
     "tessbench": "0.1.0", "started": "2026-01-02T03:04:05+00:00", "finished": None,
     "command": "tessbench run --quick", "baseline": "base",
     "machine": {"cpus": 4, "cpu_model": "Test CPU", "memory_kib": 8388608, "os": "Debian",

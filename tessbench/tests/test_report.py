@@ -221,5 +221,75 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| glibc | 0.58 | 4 of 4 | 1.57 | 4 of 4 |", md)
 
 
+class FixedHeapReportTest(unittest.TestCase):
+    """A process-wide workload against glibc and a fixed-heap one against dlmalloc."""
+
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = Path(self.tmp.name)
+        columns = [*ag.FIXED_COLUMNS, "peak_touched_bytes"]
+        # enclave 1: dlmalloc 100/s, touched 4 MiB; tessalloc 300/s, 2 MiB -> 3.00, 0.50
+        # enclave 2: dlmalloc 100/s, 4 MiB; tessalloc 1200/s, 8 MiB -> 12.00, 2.00
+        # geometric means: throughput sqrt(3 * 12) = 6.00, memory sqrt(0.5 * 2) = 1.00
+        # larson 1: glibc 100/s, rss 1024 KiB; tessalloc 200/s, 512 KiB -> 2.00, 0.50
+        rows = [("enclave", "dlmalloc", 1, 100.0, 4), ("enclave", "tessalloc", 1, 300.0, 2),
+                ("enclave", "dlmalloc", 2, 100.0, 4), ("enclave", "tessalloc", 2, 1200.0, 8),
+                ("larson", "glibc", 1, 100.0, 0), ("larson", "tessalloc", 1, 200.0, 0)]
+        with (self.out / "runs.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns, restval="")
+            writer.writeheader()
+            for workload, allocator, threads, rate, touched_mib in rows:
+                row: dict[str, object] = {
+                    "workload": workload, "allocator": allocator, "threads": threads,
+                    "repetition": 1, "status": "ok", "elapsed_s": 1.0, "ops": int(rate),
+                    "ops_per_s": rate, "user_s": 1.0, "sys_s": 0.0, "minor_faults": 10,
+                    "major_faults": 0,
+                    # the harness fills the heap: the same RSS for every allocator
+                    "max_rss_kib": 34000 if workload == "enclave" else
+                    (1024 if allocator == "glibc" else 512)}
+                if touched_mib:
+                    row["peak_touched_bytes"] = touched_mib << 20
+                writer.writerow(row)
+        doc = meta()
+        doc.update(baseline="glibc", fixed_baseline="dlmalloc", threads=[1, 2], repeat=1,
+                   failures=[], skipped=[])
+        doc["allocators"] = {"glibc": {"version": "2.36", "kind": "system"},
+                             "tessalloc": {"version": "0.1.0", "kind": "preload"},
+                             "dlmalloc": {"version": "0.2.14", "kind": "fixed"}}
+        doc["workloads"] = {"enclave": {"unit": "malloc+free pairs", "kind": "fixed"},
+                            "larson": {"unit": "malloc+free pairs", "kind": "preload"}}
+        (self.out / "meta.json").write_text(json.dumps(doc))
+
+    def tearDown(self) -> None:
+        self.tmp.cleanup()
+
+    def test_two_baselines(self) -> None:
+        results = ag.load_results(self.out)
+        self.assertEqual(results.baseline_of("larson"), "glibc")
+        self.assertEqual(results.baseline_of("enclave"), "dlmalloc")
+        self.assertEqual(results.memory_metric("enclave"), ag.TOUCHED)
+        self.assertEqual(results.memory_metric("larson"), ag.RSS)
+        self.assertEqual([(g.title, g.baseline, g.workloads) for g in results.groups()],
+                         [("process-wide workloads", "glibc", ("larson",)),
+                          ("fixed-heap workloads", "dlmalloc", ("enclave",))])
+        md = write_report(self.out)[0].read_text()
+        process = md[md.index("### Process-wide workloads, against glibc"):]
+        fixed = md[md.index("### Fixed-heap workloads, against dlmalloc"):]
+        self.assertIn("| tessalloc | 2.00 | 1 of 1 | 0.50 | 1 of 1 |",
+                      process[:process.index("###", 4)])
+        self.assertIn("| tessalloc | 6.00 | 2 of 2 | 1.00 | 2 of 2 |", fixed)
+        self.assertIn("| dlmalloc | 1.00 | 2 of 2 | 1.00 | 2 of 2 |", fixed)
+        # the enclave table: rss ratio 1.00 for all, touched MiB and its ratio
+        row = table_row(md, "Workload enclave", "tessalloc", 2)
+        self.assertEqual((row[5], row[7], row[8], row[9]), ("12.00", "1.00", "8.0", "2.00"))
+        self.assertIn("touched ratio", md)
+        names = sorted(p.name for p in (self.out / "plots").glob("*.png"))
+        self.assertIn("summary_vs_dlmalloc.png", names)
+        self.assertIn("summary_vs_glibc.png", names)
+        self.assertIn("touched_enclave.png", names)
+        self.assertIn("rss_larson.png", names)
+        self.assertIn("dlmalloc (fixed-heap baseline)", md)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -64,19 +64,18 @@ class PlanTest(unittest.TestCase):
                  workloads: tuple[str, ...]) -> runner.Settings:
         return runner.Settings(build=build, out=build / "out", allocators=allocators,
                                workloads=tuple(wl.BY_NAME[w] for w in workloads),
-                               threads=(1, 2), repeat=2, quick=True, baseline="a", seed=1,
+                               threads=(1, 2), repeat=2, quick=True, baseline="a",
+                               fixed_baseline="c", seed=1,
                                command="test", glibc_shim=None)
 
     def test_interleaved_and_skipped(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             build = Path(tmp)
-            for prog in ("tb_larson", "tb_malloc_cmp"):
-                p = wl.program_path(build, wl.BY_NAME[prog[3:].replace("_", "-")])
+            for name in ("larson", "malloc-cmp", "enclave"):
+                p = wl.program_path(build, wl.BY_NAME[name])
                 assert p is not None
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.touch()
-            (build / "bench" / "enclave").mkdir(parents=True)
-            wl.enclave_bench_path(build).touch()
             allocs = (alloc("a", True, False), alloc("b", True, True), alloc("c", False, True))
             runs, skipped = runner.plan(self.settings(build, allocs,
                                                       ("larson", "malloc-cmp", "enclave")))
@@ -111,15 +110,106 @@ class PlanTest(unittest.TestCase):
     def test_commands(self) -> None:
         build = Path("/b")
         cmd = wl.command(wl.BY_NAME["frag"], build, 8, 3, False, "/p.so", Path("/s.csv"))
-        self.assertEqual(cmd[:5], ["/b/bench/enclave/enclave_bench", "--allocator", "/p.so",
-                                   "--seed", "3"])
-        self.assertIn("--workers", cmd)
-        self.assertEqual(cmd[cmd.index("--others") + 1], "2")
-        self.assertEqual(cmd[cmd.index("--csv") + 1], "/s.csv")
+        self.assertEqual(cmd, ["/b/bench/workloads/tb_frag", "--threads", "8", "--seed", "3",
+                               "--allocator", "/p.so", "--csv", "/s.csv", "--duration", "10"])
+        cmd = wl.command(wl.BY_NAME["x509"], build, 2, 1, False, None, None)
+        self.assertEqual(cmd, ["/b/bench/workloads/x509/tb_x509", "--threads", "2", "--seed",
+                               "1"])
         cmd = wl.command(wl.BY_NAME["larson"], build, 4, 1, True, None, None)
         self.assertEqual(cmd[:5], ["/b/bench/workloads/tb_larson", "--threads", "4", "--seed",
                                    "1"])
         self.assertEqual(cmd[5:], list(wl.BY_NAME["larson"].quick_args))
+
+
+#: A stand-in for bench/rusage_run: runs the command, writes a report.
+FAKE_RUSAGE_RUN = """#!/bin/sh
+out=$2; shift 5
+"$@"; code=$?
+echo "status=$code max_rss_kib=2048 user_s=0.5 sys_s=0.25 minor_faults=7 major_faults=0" > "$out"
+exit $code
+"""
+
+
+class RunProgramTest(unittest.TestCase):
+    """run_program against stand-in programs: what becomes of their result lines."""
+
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        self.build = Path(self.tmp.name) / "build"
+        launcher = runner.rusage_run_path(self.build)
+        launcher.parent.mkdir(parents=True)
+        launcher.write_text(FAKE_RUSAGE_RUN)
+        launcher.chmod(0o755)
+
+    def tearDown(self) -> None:
+        self.tmp.cleanup()
+
+    def run_with(self, script: str) -> runner.Outcome:
+        prog = wl.program_path(self.build, wl.BY_NAME["larson"])
+        assert prog is not None
+        prog.parent.mkdir(parents=True, exist_ok=True)
+        prog.write_text("#!/bin/sh\n" + script)
+        prog.chmod(0o755)
+        a = alloc("a", True, False)
+        settings = runner.Settings(build=self.build, out=self.build / "out", allocators=(a,),
+                                   workloads=(wl.BY_NAME["larson"],), threads=(1,), repeat=1,
+                                   quick=True, baseline="a", fixed_baseline="c", seed=1,
+                                   command="test", glibc_shim=None)
+        return runner.run_program(runner.Planned(wl.BY_NAME["larson"], a, 2, 1), settings)
+
+    def test_ok_run(self) -> None:
+        out = self.run_with("echo 'result workload=larson threads=2 ops=300 elapsed_s=1.5 "
+                            "ops_per_s=200.0 generations=4'\n")
+        self.assertEqual(out.message, "")
+        row = out.row
+        self.assertEqual((row.status, row.ops, row.elapsed_s, row.ops_per_s),
+                         ("ok", 300, 1.5, 200.0))
+        self.assertEqual((row.max_rss_kib, row.user_s, row.sys_s, row.minor_faults),
+                         (2048, 0.5, 0.25, 7))
+        self.assertEqual(row.extra, {"generations": "4"})
+        # the exact command, with the preload it ran under
+        self.assertEqual(out.commands, [
+            f"LD_PRELOAD=/lib/a.so {self.build}/bench/workloads/tb_larson --threads 2 "
+            "--seed 1 --iterations 20000"])
+        self.assertEqual(out.env, {"LD_PRELOAD": "/lib/a.so"})
+
+    def test_no_time_is_an_error_not_an_empty_rate(self) -> None:
+        out = self.run_with("echo 'result workload=larson threads=2 ops=300 "
+                            "elapsed_s=0.000000 ops_per_s=0'\n")
+        self.assertEqual(out.row.status, "error")
+        self.assertIn("elapsed time of 0.0", out.message)
+        self.assertIsNone(out.row.ops_per_s)
+        self.assertIsNone(out.row.max_rss_kib)  # a failed run has no numbers
+
+    def test_malformed_or_missing_result(self) -> None:
+        out = self.run_with("echo 'result workload=larson ops=many elapsed_s=1'\n")
+        self.assertEqual(out.row.status, "error")
+        self.assertIn("malformed result line", out.message)
+        out = self.run_with("echo hello\n")
+        self.assertEqual(out.row.status, "error")
+        self.assertIn("no result line", out.message)
+
+    def test_failed_check_and_crash(self) -> None:
+        out = self.run_with("echo 'tb_larson: check failed: a block' >&2; exit 3\n")
+        self.assertEqual((out.row.status, out.message), ("check-failed",
+                                                         "tb_larson: check failed: a block"))
+        out = self.run_with("kill -SEGV $$\n")
+        self.assertEqual(out.row.status, "crashed")
+
+    def test_environment_of_fixed_runs(self) -> None:
+        settings = runner.Settings(build=Path("/b"), out=Path("/o"), allocators=(),
+                                   workloads=(), threads=(1,), repeat=1, quick=True,
+                                   baseline="a", fixed_baseline="c", seed=1, command="test",
+                                   glibc_shim=None)
+        both = alloc("b", True, True)
+        env = runner.program_env(runner.Planned(wl.BY_NAME["x509-fixed"], both, 1, 1), settings)
+        self.assertEqual(env, {"LD_PRELOAD": "/b/bench/workloads/x509/libtb_fixed.so",
+                               "TB_FIXED_PLUGIN": "/lib/fixed_b.so", "TB_FIXED_HEAP": "64M"})
+        self.assertEqual(runner.program_env(runner.Planned(wl.BY_NAME["enclave"], both, 1, 1),
+                                            settings), {})
+        glibc = runner.Allocator("glibc", "2.36", "system", None, None, preload_ok=True)
+        self.assertEqual(runner.program_env(runner.Planned(wl.BY_NAME["larson"], glibc, 1, 1),
+                                            settings), {})
 
 
 if __name__ == "__main__":
