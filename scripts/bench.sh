@@ -72,6 +72,12 @@ need=(python3 python3-venv ca-certificates g++ binutils)
 # tessbench's workloads and peers from Debian (snmalloc is built from crates.io's source)
 [[ $job == tessbench ]] && need+=(libmbedtls-dev redis-server redis-tools libjemalloc2
   libmimalloc2.0 libtcmalloc-minimal4 libtbbmalloc2 libclang-rt-14-dev)
+# cargo fetches the crates.io sources (snmalloc-sys, dlmalloc): rustup's if
+# there is one, else Debian's
+if [[ $job == enclave || $job == tessbench ]] && ! command -v cargo >/dev/null &&
+  [[ ! -x "$HOME/.cargo/bin/cargo" ]]; then
+  need+=(cargo)
+fi
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
@@ -85,7 +91,9 @@ fi
 if ! "$venv/bin/python" -c 'import rich, matplotlib' 2>/dev/null; then
   "$venv/bin/python" -m pip install --disable-pip-version-check --quiet rich matplotlib
 fi
-if [[ $job == tessbench ]] && ! "$venv/bin/python" -c 'import tessbench.cli' 2>/dev/null; then
+# tessbench itself (its console script; importing it from the repository
+# root would succeed without it)
+if [[ $job == tessbench && ! -x "$venv/bin/tessbench" ]]; then
   "$venv/bin/python" -m pip install --disable-pip-version-check --quiet -e "$repo"
 fi
 
@@ -115,7 +123,6 @@ fi
 if [[ $job == tessbench ]]; then
   say "peer allocators (process-wide and fixed-heap)"
   "$venv/bin/tessbench" peers --install --build "$build"
-  TESSBENCH_PYTHON="$venv/bin/python" scripts/fetch_fixed_peers.sh "$build"
   say "tessbench"
   out=(--out docs/results/tessbench)
   for a in "$@"; do [[ $a == --out || $a == --out=* ]] && out=(); done
