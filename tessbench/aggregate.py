@@ -258,6 +258,10 @@ class Meta:
     quick: bool = False
     skipped: tuple[Skipped, ...] = ()
     failures: tuple[Failure, ...] = ()
+    #: allocator -> check -> "ok", "fail: detail" or "crash: detail" (tb_conform)
+    conformance: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    #: check -> what the allocator must do
+    conformance_checks: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _get_str(d: Mapping[str, Any], key: str, default: str = "") -> str:
@@ -315,13 +319,20 @@ def parse_meta(data: Mapping[str, Any]) -> Meta:
                              _get_int(f, "threads"), _get_int(f, "repetition"),
                              _get_str(f, "status"), _get_str(f, "message"))
                      for f in _get_dicts(data, "failures"))
+    conformance = {
+        name: {str(k): str(v) for k, v in found.items() if isinstance(v, str)}
+        for name, found in _get_dict(data, "conformance").items() if isinstance(found, dict)
+    }
+    checks = {str(k): str(v) for k, v in _get_dict(data, "conformance_checks").items()
+              if isinstance(v, str)}
     return Meta(tessbench=_get_str(data, "tessbench"), started=_get_str(data, "started"),
                 finished=_get_opt_str(data, "finished"), command=_get_str(data, "command"),
                 machine=machine, baseline=_get_opt_str(data, "baseline"),
                 fixed_baseline=_get_opt_str(data, "fixed_baseline"),
                 allocators=allocators, workloads=workloads, threads=threads,
                 repeat=_get_int(data, "repeat"), quick=data.get("quick") is True,
-                skipped=skipped, failures=failures)
+                skipped=skipped, failures=failures, conformance=conformance,
+                conformance_checks=checks)
 
 
 def read_meta(path: Path) -> Meta:

@@ -63,7 +63,9 @@ def make_log(prog: str) -> Callable[[str], None]:
 class Progress:
     """The progress bar (rich, on stderr): one task counting every run.
 
-    ``width`` is the width of the description column.
+    ``width`` is the width of the description column. When stderr is not a
+    terminal (a log file, CI), where rich draws no live bar, each step
+    described is printed as a line ``[n/total] description`` instead.
     """
 
     def __init__(self, total: int, width: int = 40) -> None:
@@ -72,10 +74,14 @@ class Progress:
         from rich.progress import Progress as RichProgress
         from rich.progress import TextColumn, TimeElapsedColumn
 
+        console = Console(stderr=True)
+        self._lines = not console.is_terminal
+        self._total = total
+        self._done = 0
         self._bar = RichProgress(
             TextColumn(f"{{task.description:<{width}}}"), BarColumn(),
             MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=False)
+            console=console, transient=False, disable=self._lines)
         self._task = self._bar.add_task("starting", total=total)
 
     def __enter__(self) -> Progress:
@@ -88,9 +94,12 @@ class Progress:
     def describe(self, text: str) -> None:
         """Show text as what is running now."""
         self._bar.update(self._task, description=text)
+        if self._lines:
+            self.log(f"[{self._done + 1}/{self._total}] {text}")
 
     def advance(self) -> None:
         """Count one more step done."""
+        self._done += 1
         self._bar.advance(self._task)
 
     def log(self, text: str) -> None:

@@ -271,6 +271,35 @@ def allocator_blocks(results: Results) -> list[Block]:
                   (False,) * 5, baseline_rows=frozenset(base_rows))]
 
 
+def conformance_blocks(results: Results) -> list[Block]:
+    """The edge cases of the malloc family, per process-wide allocator (tb_conform)."""
+    found = results.meta.conformance
+    if not found:
+        return []
+    checks = dict(results.meta.conformance_checks)
+    for per in found.values():
+        checks.update({name: name for name in per if name not in checks})
+    blocks: list[Block] = [Heading(2, "Edge cases of the malloc family")]
+    blocks.append(Para(
+        "Not timed: each process-wide allocator, preloaded into tb_conform, answers the "
+        "malloc family's edge cases, each in a process of its own (a crash fails that check "
+        "only). A finding names the check and what happened instead (errno-N: NULL, but "
+        "errno N)."))
+    rows: list[tuple[TableCell, ...]] = []
+    for name in [*results.allocators, *(a for a in found if a not in results.allocators)]:
+        if name not in found:
+            continue
+        per = found[name]
+        bad = [f"{check} ({result})" for check, result in per.items() if result != "ok"]
+        passed = sum(1 for result in per.values() if result == "ok")
+        rows.append((name, (f"{passed} of {len(per)}", "" if not bad else "worse"),
+                     "; ".join(bad) or "none"))
+    blocks.append(Table(("allocator", "as expected", "findings"), tuple(rows),
+                        (False, True, False)))
+    blocks.append(Table(("check", "expected"), tuple(checks.items()), (False, False)))
+    return blocks
+
+
 def _short(message: str) -> str:
     text = " ".join(message.split())
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT - 1] + "\u2026"
@@ -424,6 +453,7 @@ def build_document(results: Results, plots: Sequence[PlannedPlot]) -> list[Block
     blocks.extend(summary_blocks(results))
     blocks.extend(Image(p.path, p.caption) for p in plots if p.workload is None)
     blocks.extend(allocator_blocks(results))
+    blocks.extend(conformance_blocks(results))
     blocks.extend(skipped_failure_blocks(results))
     for workload in results.workloads:
         blocks.extend(workload_blocks(results, workload, plots))

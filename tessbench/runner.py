@@ -297,6 +297,28 @@ def run_server(p: Planned, settings: Settings) -> Outcome:
     return out
 
 
+# ---------------------------------------------------------- edge cases
+
+
+def conformance(settings: Settings, allocator: Allocator) -> dict[str, str]:
+    """tb_conform's findings for a process-wide allocator: check -> "ok",
+    "fail: detail" or "crash: detail" ({} when tb_conform is not built or
+    the allocator cannot be preloaded)."""
+    prog = wl.conform_path(settings.build)
+    if not allocator.preload_ok or not prog.exists():
+        return {}
+    code, stdout, stderr = run_measured([str(prog)], child_env(allocator.preload), 120)
+    found: dict[str, str] = {}
+    for line in stdout.splitlines():
+        kv = parse_kv(line)
+        if line.startswith("conform ") and "check" in kv and "result" in kv:
+            detail = kv.get("detail")
+            found[kv["check"]] = kv["result"] + (f": {detail}" if detail else "")
+    if code != 0 and not found:
+        found["tb_conform"] = f"{status_of(code)}: {stderr.strip()[-200:]}"
+    return found
+
+
 # ----------------------------------------------------------------- meta
 
 
@@ -329,6 +351,8 @@ def base_meta(settings: Settings, started: str) -> dict[str, object]:
         "quick": settings.quick,
         "seed": settings.seed,
         "build": str(settings.build),
+        "conformance_checks": wl.CONFORM_CHECKS,
+        "conformance": {},
         "skipped": [],
         "failures": [],
         "runs": [],
@@ -353,6 +377,9 @@ def run_all(settings: Settings, log: Callable[[str], None]) -> tuple[Path, int]:
     write_meta(meta, meta_path)
     for s in skipped:
         log(f"skipped: {s['workload']} with {s['allocator']}: {s['reason']}")
+    meta["conformance"] = {a.name: conformance(settings, a) for a in settings.allocators
+                           if a.preload_ok}
+    write_meta(meta, meta_path)
     writer = RunsWriter(settings.out / "runs.csv")
     with Progress(len(runs), width=44) as bar:
         for p in runs:
@@ -371,6 +398,7 @@ def run_all(settings: Settings, log: Callable[[str], None]) -> tuple[Path, int]:
                                  "status": row.status, "message": out.message})
                 bar.log(f"{p.workload.name} with {p.allocator.name} at {p.threads} threads: "
                         f"{row.status}: {out.message}")
+            write_meta(meta, meta_path)  # an interrupted run leaves it complete so far
             bar.advance()
     meta["finished"] = now()
     write_meta(meta, meta_path)

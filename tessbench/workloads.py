@@ -140,6 +140,28 @@ def program_path(build: Path, workload: Workload) -> Optional[Path]:
     return build / "bench" / sub / workload.program
 
 
+#: The edge cases tb_conform checks (bench/workloads/conform.c): name -> what
+#: the allocator must do.
+CONFORM_CHECKS: dict[str, str] = {
+    "malloc_huge_enomem": "malloc(SIZE_MAX) returns NULL with errno ENOMEM",
+    "malloc_above_ptrdiff_enomem": "malloc(PTRDIFF_MAX + 1) returns NULL with errno ENOMEM",
+    "calloc_overflow_enomem": "calloc whose count * size overflows returns NULL, errno ENOMEM",
+    "realloc_huge_keeps_block": "realloc(p, SIZE_MAX) returns NULL, errno ENOMEM, p intact",
+    "malloc_zero_unique": "malloc(0) returns a unique pointer",
+    "usable_size_writable": "malloc_usable_size(p) >= the size asked for, all of it writable",
+    "posix_memalign_einval": "posix_memalign with alignment 24 returns EINVAL",
+    "aligned_alloc_4mib": "aligned_alloc(A, 2A) is A-aligned, for A = 16 B .. 4 MiB",
+    "memalign_page": "memalign(4096, 10) is page-aligned",
+    "valloc_free": "valloc(5000) is page-aligned and can be freed",
+    "pvalloc_usable_free": "pvalloc(100) is a page, its usable size at least 4096, freeable",
+}
+
+
+def conform_path(build: Path) -> Path:
+    """tb_conform: the malloc family's edge cases under a preloaded allocator."""
+    return build / "bench" / "workloads" / "tb_conform"
+
+
 def fixed_shim_path(build: Path) -> Path:
     """The fixed-heap preload shim (libtb_fixed.so) of x509-fixed."""
     return build / "bench" / "workloads" / "x509" / "libtb_fixed.so"

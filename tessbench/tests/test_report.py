@@ -258,6 +258,12 @@ class FixedHeapReportTest(unittest.TestCase):
                              "dlmalloc": {"version": "0.2.14", "kind": "fixed"}}
         doc["workloads"] = {"enclave": {"unit": "malloc+free pairs", "kind": "fixed"},
                             "larson": {"unit": "malloc+free pairs", "kind": "preload"}}
+        doc["conformance_checks"] = {"malloc_huge_enomem": "malloc(SIZE_MAX): NULL, ENOMEM",
+                                     "pvalloc_usable_free": "pvalloc works"}
+        doc["conformance"] = {
+            "glibc": {"malloc_huge_enomem": "ok", "pvalloc_usable_free": "ok"},
+            "tessalloc": {"malloc_huge_enomem": "fail: errno-0",
+                          "pvalloc_usable_free": "crash: signal-11"}}
         (self.out / "meta.json").write_text(json.dumps(doc))
 
     def tearDown(self) -> None:
@@ -289,6 +295,11 @@ class FixedHeapReportTest(unittest.TestCase):
         self.assertIn("touched_enclave.png", names)
         self.assertIn("rss_larson.png", names)
         self.assertIn("dlmalloc (fixed-heap baseline)", md)
+        # the edge cases: per allocator what went as expected, and the findings
+        self.assertIn("| glibc | 2 of 2 | none |", md)
+        self.assertIn("| tessalloc | 0 of 2 | malloc_huge_enomem (fail: errno-0); "
+                      "pvalloc_usable_free (crash: signal-11) |", md)
+        self.assertIn("| pvalloc_usable_free | pvalloc works |", md)
 
 
 if __name__ == "__main__":

@@ -196,6 +196,27 @@ class RunProgramTest(unittest.TestCase):
         out = self.run_with("kill -SEGV $$\n")
         self.assertEqual(out.row.status, "crashed")
 
+    def test_conformance_findings(self) -> None:
+        prog = wl.conform_path(self.build)
+        prog.parent.mkdir(parents=True, exist_ok=True)
+        prog.write_text("#!/bin/sh\n"
+                        "echo 'conform check=malloc_huge_enomem result=ok'\n"
+                        "echo 'conform check=pvalloc_usable_free result=crash "
+                        "detail=signal-11'\n"
+                        "echo 'conform check=calloc_overflow_enomem result=fail detail=errno-0'\n"
+                        "echo 'conform checks=3 ok=1'\n")
+        prog.chmod(0o755)
+        settings = runner.Settings(build=self.build, out=self.build / "out", allocators=(),
+                                   workloads=(), threads=(1,), repeat=1, quick=True,
+                                   baseline="a", fixed_baseline="c", seed=1, command="test",
+                                   glibc_shim=None)
+        found = runner.conformance(settings, alloc("a", True, False))
+        self.assertEqual(found, {"malloc_huge_enomem": "ok",
+                                 "pvalloc_usable_free": "crash: signal-11",
+                                 "calloc_overflow_enomem": "fail: errno-0"})
+        # a fixed-heap-only allocator is not preloaded anywhere: no findings
+        self.assertEqual(runner.conformance(settings, alloc("c", False, True)), {})
+
     def test_environment_of_fixed_runs(self) -> None:
         settings = runner.Settings(build=Path("/b"), out=Path("/o"), allocators=(),
                                    workloads=(), threads=(1,), repeat=1, quick=True,
