@@ -2,16 +2,19 @@
 
 Both pages are rendered from one list of blocks (:func:`build_document`):
 
-* the run: command, dates, repetitions, baseline; the machine, and when
+* the run: command, dates, repetitions, baselines; the machine, and when
   some runs used more threads than it has CPUs, the sentence that says so;
-* a summary: per allocator the geometric means of its throughput and RSS
-  ratios to the baseline, with how many cells each covers, and the same
-  for throughput per thread count;
-* the allocators (version, kind, source), the skipped pairs and the failures;
+* a summary per group of workloads (process-wide against the baseline,
+  fixed-heap against the fixed-heap baseline): per allocator the geometric
+  means of its throughput and memory ratios, with how many cells each
+  covers, and the throughput's per thread count;
+* the allocators (version, kind, source), the malloc family's edge cases
+  per allocator (tb_conform's findings), the skipped pairs and the failures;
 * per workload its description and unit, a table in the style of
   mimalloc-bench from the medians of the ok runs (elapsed s, ops/s and its
-  ratio to the baseline, rss MiB and its ratio, user s, sys s, page faults),
-  the medians of its own columns, and its plots.
+  ratio to the baseline, rss MiB and its ratio -- and the heap bytes
+  touched and their ratio where the harness fills the heap --, user s, sys
+  s, page faults), the medians of its own columns, and its plots.
 
 report.md links the plots by relative path; report.html is self-contained:
 inline CSS, the plots as base64 ``data:`` URIs, every text through
