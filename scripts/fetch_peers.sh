@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Install (if missing) and list the peer allocators the benchmarks compare
-# tessalloc with: glibc, jemalloc and mimalloc 2 (Debian packages), mimalloc 3
-# (PyPI cmeel-mimalloc, pip --target .cache/peers/mimalloc3).
-# Idempotent; writes .cache/peers/peers.json and prints name, preload, version.
-# All the logic is in tessbench/peers.py; extra arguments are passed to it
-# (--no-install, --strict, --json FILE, --cache DIR).
+# Install (if missing) and list the process-wide peer allocators the
+# benchmarks compare tessalloc with: glibc; jemalloc, mimalloc 2, tcmalloc,
+# tbbmalloc and scudo (Debian packages); mimalloc 3 (PyPI cmeel-mimalloc,
+# pip --target .cache/peers/mimalloc3); snmalloc and snmalloc-checks (built
+# from the source of the crates.io crate snmalloc-sys). Idempotent; writes
+# .cache/peers/peers.json and prints name, kind, version, library. All the
+# logic is in tessbench/peers.py; extra arguments are passed to it
+# (--no-install, --only NAMES, --strict, --json FILE, --cache DIR).
+# `tessbench peers --install` does this and builds the fixed-heap peers too.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Prefer the benchmark venv (it has pip); else the system python3.
