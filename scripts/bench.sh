@@ -25,12 +25,15 @@
 #   tessbench (tessbench/README.md), then plots and a report. Writes
 #   docs/results/tessbench/ unless --out is given.
 #
-# Installs what is missing: cmake, a C/C++ toolchain, valgrind and
-# python3-venv with apt-get; rich and matplotlib into a venv at .cache/venv;
-# the peers from their registries (apt, PyPI, crates.io) through
-# scripts/fetch_peers.sh and scripts/fetch_fixed_peers.sh (cached under
-# .cache/). Builds the project in Release into build/ (BUILD_DIR overrides).
-# Works as root on a fresh Debian 12; as another user it uses sudo for apt.
+# Installs what is missing: cmake, a C/C++ toolchain, valgrind, python3-venv
+# and (enclave, tessbench) cargo with apt-get -- for tessbench also mbedtls,
+# redis and the Debian peers; rich and matplotlib (and for tessbench the
+# tessbench package) into a venv at .cache/venv; the peers from their
+# registries (apt, PyPI, crates.io) through scripts/fetch_peers.sh and
+# scripts/fetch_fixed_peers.sh, or for tessbench `tessbench peers --install`
+# (cached under .cache/). Builds the project in Release into build/
+# (BUILD_DIR overrides). Works as root on a fresh Debian 12; as another user
+# it uses sudo for apt.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
