@@ -10,10 +10,11 @@
 #
 # Installs what it needs from Debian (as root, or through sudo): a C
 # toolchain, cmake, pkg-config, the programs the preload tests run
-# (python3, sqlite3, git, coreutils) and mbedtls (tessbench's x509
-# workload); and rich, matplotlib and jsonschema from PyPI into .cache/venv
-# for the Python tests (enclave runner, statistics schema and viewer,
-# tessbench), with the tessbench package itself (pip install -e .).
+# (python3, sqlite3, git, coreutils), mbedtls (tessbench's x509 workload)
+# and redis (its redis workload, run by the tessbench_broken test); and
+# rich, matplotlib and jsonschema from PyPI into .cache/venv for the Python
+# tests (enclave runner, statistics schema and viewer, tessbench), with the
+# tessbench package itself (pip install -e .).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +25,8 @@ builds=("$@")
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
 missing=()
-for pkg in gcc libc6-dev make cmake pkgconf python3 sqlite3 git coreutils libmbedtls-dev; do
+for pkg in gcc libc6-dev make cmake pkgconf python3 sqlite3 git coreutils libmbedtls-dev \
+  redis-server redis-tools; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q ' installed$' || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
