@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -25,8 +26,25 @@ from tessbench.benchlib import REPO_ROOT, make_log
 
 log = make_log("tessbench")
 
-DEFAULT_THREADS = "1,2,4,8,16"
 QUICK_THREADS = "1,2"
+#: The default thread counts go up to this many times the CPUs (at least to
+#: MIN_TOP_THREADS): beyond it an oversubscribed run measures the scheduler
+#: more than the allocator, and a workload's work (per thread) grows with
+#: the threads, so that a 2-CPU machine would spend half of the run at 16.
+OVERSUBSCRIBE = 2
+MIN_TOP_THREADS = 8
+
+
+def default_threads(cpus: int) -> str:
+    """The default --threads: powers of two from 1 to max(8, 2 x CPUs)."""
+    top = max(MIN_TOP_THREADS, OVERSUBSCRIBE * cpus)
+    counts = [1]
+    while counts[-1] * 2 <= top:
+        counts.append(counts[-1] * 2)
+    return ",".join(str(t) for t in counts)
+
+
+DEFAULT_THREADS = default_threads(len(os.sched_getaffinity(0)))
 DEFAULT_BASELINE = "glibc"
 DEFAULT_FIXED_BASELINE = "dlmalloc"
 
@@ -192,7 +210,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--allocators", help="comma-separated names (default: every available)")
     run.add_argument("--workloads", help="comma-separated names (default: all; see "
                                          "'tessbench workloads')")
-    run.add_argument("--threads", help=f"thread counts (default {DEFAULT_THREADS}; "
+    run.add_argument("--threads", help=f"thread counts (default: powers of two up to "
+                                       f"max(8, 2 x CPUs), here {DEFAULT_THREADS}; "
                                        f"--quick: {QUICK_THREADS})")
     run.add_argument("--repeat", type=int, default=3, help="runs per point (default 3)")
     run.add_argument("--quick", action="store_true",

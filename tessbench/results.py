@@ -92,6 +92,7 @@ class RunsWriter:
         columns = self.columns()
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".runs-", suffix=".csv")
         try:
+            os.fchmod(fd, 0o644)  # mkstemp's 0600 is for secrets, not results
             with os.fdopen(fd, "w", newline="") as f:
                 writer = csv.DictWriter(f, fieldnames=columns, restval="")
                 writer.writeheader()

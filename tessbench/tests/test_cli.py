@@ -68,6 +68,13 @@ class AllocatorsTest(unittest.TestCase):
         self.assertEqual(row[:4], ["dlmalloc", "-", "yes", "2.0"])
         self.assertIn("missing: scudo: scudo is not installed", lines)
 
+    def test_default_threads(self) -> None:
+        self.assertEqual(cli.default_threads(1), "1,2,4,8")
+        self.assertEqual(cli.default_threads(2), "1,2,4,8")
+        self.assertEqual(cli.default_threads(6), "1,2,4,8")
+        self.assertEqual(cli.default_threads(8), "1,2,4,8,16")
+        self.assertEqual(cli.default_threads(64), "1,2,4,8,16,32,64,128")
+
     def test_run_rejects_unknown_names(self) -> None:
         with mock.patch("tessbench.runner.run_all") as run_all, \
                 redirect_stderr(io.StringIO()):
