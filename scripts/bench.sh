@@ -25,15 +25,16 @@
 #   tessbench (tessbench/README.md), then plots and a report. Writes
 #   docs/results/tessbench/ unless --out is given.
 #
-# Installs what is missing: cmake, a C/C++ toolchain, valgrind, python3-venv
-# and (enclave, tessbench) cargo with apt-get -- for tessbench also mbedtls,
-# redis and the Debian peers; rich and matplotlib (and for tessbench the
+# Installs what is missing: cmake, a C/C++ toolchain, valgrind and
+# python3-venv with apt-get -- for tessbench also mbedtls, redis and the
+# Debian peers; rich and matplotlib (and for tessbench the
 # tessbench package) into a venv at .cache/venv; the peers from their
 # registries (apt, PyPI, crates.io) through scripts/fetch_peers.sh and
 # scripts/fetch_fixed_peers.sh, or for tessbench `tessbench peers --install`
 # (cached under .cache/). Builds the project in Release into build/
 # (BUILD_DIR overrides). Works as root on a fresh Debian 12; as another user
-# it uses sudo for apt.
+# it uses sudo for apt. The crates.io peers need cargo (rustup's, Rust 1.75
+# or newer), which it does not install.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -75,11 +76,13 @@ need=(python3 python3-venv ca-certificates g++ binutils)
 # tessbench's workloads and peers from Debian (snmalloc is built from crates.io's source)
 [[ $job == tessbench ]] && need+=(libmbedtls-dev redis-server redis-tools libjemalloc2
   libmimalloc2.0 libtcmalloc-minimal4 libtbbmalloc2 libclang-rt-14-dev)
-# cargo fetches the crates.io sources (snmalloc-sys, dlmalloc): rustup's if
-# there is one, else Debian's
+# cargo fetches the crates.io sources (snmalloc-sys, dlmalloc). Not from
+# Debian: bookworm's cargo 1.65 reads crates.io's index from GitHub only and
+# its Rust 1.63 cannot build the dlmalloc plugin (Rust 1.75 or newer).
 if [[ $job == enclave || $job == tessbench ]] && ! command -v cargo >/dev/null &&
   [[ ! -x "$HOME/.cargo/bin/cargo" ]]; then
-  need+=(cargo)
+  say "no cargo: install Rust with rustup (https://rustup.rs) for the snmalloc and dlmalloc" \
+    "peers; without it they are reported missing and skipped"
 fi
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || need+=(gcc libc6-dev)
