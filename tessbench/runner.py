@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import shlex
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -365,8 +366,14 @@ def now() -> str:
 
 
 def run_all(settings: Settings, log: Callable[[str], None]) -> tuple[Path, int]:
-    """Runs the plan; writes runs.csv and meta.json; returns (csv, failed runs)."""
+    """Runs the plan; writes runs.csv and meta.json; returns (csv, failed runs).
+
+    The plots and series of an earlier run in the same directory are removed
+    first: they would describe runs that runs.csv no longer has.
+    """
     settings.out.mkdir(parents=True, exist_ok=True)
+    for derived in ("plots", "series"):
+        shutil.rmtree(settings.out / derived, ignore_errors=True)
     runs, skipped = plan(settings)
     meta = base_meta(settings, now())
     meta["skipped"] = skipped

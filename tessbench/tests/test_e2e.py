@@ -27,6 +27,9 @@ class QuickRunTest(unittest.TestCase):
             self.skipTest("TESSBENCH_BUILD (a build directory with the workloads) not set")
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "out"
+            stale = out / "plots" / "throughput_gone.png"  # an earlier run's
+            stale.parent.mkdir(parents=True)
+            stale.write_bytes(b"old")
             cmd = [sys.executable, "-m", "tessbench", "run", "--quick", "--repeat", "1",
                    "--threads", "1,2", "--build", build, "--out", str(out),
                    "--allocators", ",".join(ALLOCATORS), "--workloads", ",".join(WORKLOADS)]
@@ -67,6 +70,7 @@ class QuickRunTest(unittest.TestCase):
                 self.assertTrue(run["commands"])
                 if run["allocator"] == "tessalloc":
                     self.assertIn("LD_PRELOAD=", run["commands"][0])
+            self.assertFalse(stale.exists(), "an earlier run's plot was kept")
             pngs = sorted((out / "plots").glob("*.png"))
             self.assertTrue(pngs, "no plot written")
             import matplotlib.image
