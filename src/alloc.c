@@ -221,7 +221,7 @@ static TESS_NOINLINE void free_slow(void *p, const char *op) {
       TESS_STAT_MINE(frees[info.page->size_class], 1);
       tessi_heap_free_block(tessi_tls_heap, info.page, p);
       return;
-    case BLOCK_LARGE: tessi_large_free(info.region, info.page); return;
+    case BLOCK_LARGE: tessi_large_free(info.page); return;
     case BLOCK_HUGE:
       TESS_STAT_MINE(huge_frees, 1);
       TESS_STAT_MINE(huge_bytes_out, info.usable);
@@ -243,7 +243,7 @@ static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) 
   /* the start of a large block (in_slab is the offset in its span);
    * kept by its heap when the owner frees it, else to its partition */
   if (d->kind == TESS_PAGE_LARGE && in_slab == 0 && !(d->flags & TESS_LARGE_CACHED)) {
-    tessi_large_free(tessi_primary, d);
+    tessi_large_free(d);
     return;
   }
   free_slow(p, "free");

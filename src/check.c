@@ -141,10 +141,17 @@ static void walk_slab(walk_t *w, tess_region_t *r, tess_page_t *d) {
   }
 }
 
-/* Walks one partition's spans, in address order. */
-static void walk_partition(walk_t *w, tess_region_t *r, tess_partition_t *p) {
-  size_t free_pages = 0;
-  for (size_t i = p->first_page; i < p->end_page && w->error == NULL && w->visit_result == 0;) {
+/* Walks a region's spans, in address order, its partitions locked. Free
+ * spans lie within one partition; a large block may cross partitions
+ * (tessi_span_alloc_across). */
+static void walk_region(walk_t *w, tess_region_t *r) {
+  size_t free_pages[TESS_MAX_PARTITIONS] = {0};
+  size_t end = r->partitions[r->partition_count - 1].end_page;
+  unsigned at = 0; /* partition of page i */
+  for (size_t i = r->partitions[0].first_page;
+       i < end && w->error == NULL && w->visit_result == 0;) {
+    while (i >= r->partitions[at].end_page) at++;
+    tess_partition_t *p = &r->partitions[at];
     tess_page_t *d = &r->pages[i];
     uintptr_t addr = tessi_page_addr(r, d);
     size_t pages;
@@ -162,12 +169,13 @@ static void walk_partition(walk_t *w, tess_region_t *r, tess_partition_t *p) {
       case TESS_PAGE_BUSY: pages = d->u.span.pages; break;
       default: fail(w, "page map: no span starts here", addr, false); return;
     }
-    if (pages == 0 || pages > p->end_page - i) {
+    size_t room = (d->kind == TESS_PAGE_LARGE && r->is_fixed ? end : p->end_page) - i;
+    if (pages == 0 || pages > room) {
       fail(w, "page map: span length runs past its partition", addr, false);
       return;
     }
     if (d->kind == TESS_PAGE_FREE) {
-      free_pages += pages;
+      free_pages[at] += pages;
       if (pages > 1 &&
           (d[pages - 1].kind != TESS_PAGE_FREE_TAIL || d[pages - 1].u.span.pages != pages - 1)) {
         fail(w, "page map: free span without its tail", addr, false);
@@ -188,9 +196,11 @@ static void walk_partition(walk_t *w, tess_region_t *r, tess_partition_t *p) {
     }
     i += pages;
   }
-  if (w->error == NULL && w->visit_result == 0 && free_pages != p->free_pages) {
-    fail(w, "partition: free pages do not match its count",
-         tessi_page_addr(r, &r->pages[p->first_page]), false);
+  for (unsigned k = 0; k < r->partition_count && w->error == NULL && w->visit_result == 0; k++) {
+    if (free_pages[k] != r->partitions[k].free_pages) {
+      fail(w, "partition: free pages do not match its count",
+           tessi_page_addr(r, &r->pages[r->partitions[k].first_page]), false);
+    }
   }
 }
 
@@ -198,12 +208,9 @@ static void walk_partition(walk_t *w, tess_region_t *r, tess_partition_t *p) {
 static void walk_all(walk_t *w) {
   for (tess_region_t *r = tessi_region_first(); r != NULL && w->error == NULL;
        r = tessi_region_next(r)) {
-    for (unsigned i = 0; i < r->partition_count && w->error == NULL && w->visit_result == 0; i++) {
-      tess_partition_t *p = &r->partitions[i];
-      tessi_lock(&p->lock);
-      walk_partition(w, r, p);
-      tessi_unlock(&p->lock);
-    }
+    for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
+    walk_region(w, r);
+    for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
   }
 }
 

@@ -168,7 +168,12 @@ void tessi_span_init_partition(tess_partition_t *p, bool is_zero);
  * reads as zero. NULL when the partition is full. */
 tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
                               bool *is_zero);
+/* Frees pages of one partition (tessi_pages_free: of any span). */
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
+/* Fixed regions, when no partition alone has room: a run of free pages
+ * across partition boundaries (locks them all). NULL when there is none. */
+tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
+                                     uint8_t kind, bool *is_zero);
 /* Grow an allocated span in place by taking `extra` pages right of it. */
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra);
 /* Purge every partition that has spans overdue; one load when none is.
@@ -295,7 +300,7 @@ void tessi_heaps_fork_child(void);
 
 /* ----------------------------------------------------------------- large */
 void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero);
-void tessi_large_free(tess_region_t *r, tess_page_t *d);
+void tessi_large_free(tess_page_t *d);
 /* Resize in place (shrink, or grow into a free right neighbour). */
 bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size);
 /* a fresh mapping: reads as zero */
