@@ -187,6 +187,47 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
                                uint8_t kind, bool *is_zero, tess_partition_t **from);
 void tessi_pages_free(tess_page_t *head, size_t pages);
 
+/* Which of n (a power of two) lists an orphan slab or chunk is filed in:
+ * fixed by its address, so a free into it finds the list. */
+static inline unsigned tessi_shard_of(const tess_page_t *d, unsigned n) {
+  uintptr_t index = (uintptr_t)d / sizeof(tess_page_t);
+  return (unsigned)((index ^ (index >> 3) ^ (index >> 7)) & (n - 1));
+}
+
+/* Doubly linked lists of span heads through their next/prev: a heap's bins,
+ * full list, the orphan lists. */
+static inline void tessi_list_unlink(tess_bin_t *list, tess_page_t *d) {
+  if (d->prev != NULL)
+    d->prev->next = d->next;
+  else
+    list->first = d->next;
+  if (d->next != NULL)
+    d->next->prev = d->prev;
+  else
+    list->last = d->prev;
+  d->next = d->prev = NULL;
+}
+
+static inline void tessi_list_push(tess_bin_t *list, tess_page_t *d) {
+  d->prev = NULL;
+  d->next = list->first;
+  if (list->first != NULL)
+    list->first->prev = d;
+  else
+    list->last = d;
+  list->first = d;
+}
+
+static inline void tessi_list_append(tess_bin_t *list, tess_page_t *d) {
+  d->next = NULL;
+  d->prev = list->last;
+  if (list->last != NULL)
+    list->last->next = d;
+  else
+    list->first = d;
+  list->last = d;
+}
+
 /* ----------------------------------------------------------------- slabs */
 extern tess_page_t tessi_page_empty; /* sentinel: a slab with nothing free */
 
@@ -223,13 +264,24 @@ void tessi_heap_free_block(tess_heap_t *h, tess_page_t *d, tess_block_t *b);
 bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
 /* The heap's cache of freed large spans. Large spans freed by the thread
  * that allocated them are kept by its heap (lengths up to
- * TESS_SPAN_CACHE_PAGES pages, within TESS_HEAP_CACHE bytes), so a thread
- * that allocates and frees large blocks does not take its partition's lock
- * each time. A kept span stays a LARGE span in the partition's eyes, marked
- * TESS_LARGE_CACHED. Take: one of exactly `pages` pages, now h's, or
- * NULL. Keep: false when over budget (free it then). */
-static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
-  if (pages > TESS_SPAN_CACHE_PAGES) return NULL;
+ * TESS_SPAN_CACHE_PAGES pages), so a thread that allocates and frees large
+ * blocks does not take its partition's lock each time. A kept span stays a
+ * LARGE span in the partition's eyes, marked TESS_LARGE_CACHED. Take: one
+ * of exactly `pages` pages, now h's, or NULL. Keep: false when over budget
+ * (free it then).
+ * The budget follows how well the cache works for this heap: each take
+ * that finds a span raises span_score, each that finds none lowers it; at
+ * TESS_SPAN_SCORE_LOW and above the heap may keep TESS_HEAP_CACHE bytes,
+ * below it TESS_SPAN_SMALL. A thread that frees and allocates large blocks
+ * in turn (OE's allocation sample: 99 % found) keeps its spans; one whose
+ * freed spans mostly wait in vain (a burst of mixed sizes: 25 % found)
+ * does not pin them. */
+#define TESS_SPAN_SCORE_MAX 64
+#define TESS_SPAN_SCORE_LOW 16
+#define TESS_SPAN_SMALL ((size_t)32 << 10)
+void tessi_heap_span_shrink(tess_heap_t *h);
+/* A cached span of `pages` pages, out of the cache and h's again; or NULL. */
+static inline tess_page_t *tessi_heap_span_pop(tess_heap_t *h, size_t pages) {
   tess_page_t *d = h->spans[pages];
   if (d == NULL) return NULL;
   h->spans[pages] = d->next;
@@ -239,11 +291,26 @@ static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
   d->large_owner = h;
   return d;
 }
+static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
+  if (pages > TESS_SPAN_CACHE_PAGES) return NULL;
+  tess_page_t *d = tessi_heap_span_pop(h, pages);
+  if (d == NULL) {
+    if (h->span_score > 0 && --h->span_score == TESS_SPAN_SCORE_LOW - 1) tessi_heap_span_shrink(h);
+    return NULL;
+  }
+  h->span_score = TESS_MIN(h->span_score + 1, TESS_SPAN_SCORE_MAX);
+  return d;
+}
+
+static inline size_t tessi_heap_span_budget(const tess_heap_t *h) {
+  return h->span_score >= TESS_SPAN_SCORE_LOW ? tessi_options.heap_cache
+                                              : TESS_MIN(tessi_options.heap_cache, TESS_SPAN_SMALL);
+}
 
 static inline bool tessi_heap_span_keep(tess_heap_t *h, tess_page_t *d) {
   size_t pages = d->u.span.pages;
   if (pages > TESS_SPAN_CACHE_PAGES ||
-      (h->span_pages + pages) << TESS_PAGE_SHIFT > tessi_options.heap_cache) {
+      (h->span_pages + pages) << TESS_PAGE_SHIFT > tessi_heap_span_budget(h)) {
     return false;
   }
   d->flags |= TESS_LARGE_CACHED;
@@ -299,7 +366,8 @@ void tessi_heaps_fork_parent(void);
 void tessi_heaps_fork_child(void);
 
 /* ----------------------------------------------------------------- large */
-void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero);
+/* try_cache: look in h's span cache first (false when the caller has). */
+void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bool try_cache);
 void tessi_large_free(tess_page_t *d);
 /* Resize in place (shrink, or grow into a free right neighbour). */
 bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size);
