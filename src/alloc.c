@@ -156,7 +156,8 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
     }
   } else {
     tess_heap_t *h = heap_or_acquire();
-    if (h != NULL) p = tessi_large_alloc(h, size, align, zero);
+    /* the span cache of our own heap was looked at above (align 0) */
+    if (h != NULL) p = tessi_large_alloc(h, size, align, zero, h != own || align != 0);
     if (p != NULL) count_large(h, size);
   }
   if (p != NULL) after_slow_alloc();

@@ -5,12 +5,12 @@
 
 #include <string.h>
 
-void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero) {
+void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bool try_cache) {
   size_t pages = (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
   size_t align_pages = align > TESS_PAGE_SIZE ? align >> TESS_PAGE_SHIFT : 1;
   if (pages == 0) pages = 1;
   if (pages > UINT32_MAX || align_pages > UINT32_MAX) return NULL;
-  tess_page_t *d = align_pages == 1 ? tessi_heap_span_take(h, pages) : NULL;
+  tess_page_t *d = try_cache && align_pages == 1 ? tessi_heap_span_take(h, pages) : NULL;
   bool is_zero = false;
   if (d == NULL) {
     tessi_purge_if_due();

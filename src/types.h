@@ -178,6 +178,7 @@ typedef struct tess_heap_s {
   size_t empty_slab_pages;
   tess_page_t *spans[TESS_SPAN_CACHE_PAGES + 1]; /* freed large spans, by length */
   size_t span_pages;
+  uint32_t span_score;           /* how well its span cache works (internal.h) */
   tess_partition_t *home;        /* where new spans come from */
   uint32_t shard;                /* which orphan lists it uses first */
   struct tess_heap_s *next_idle; /* pool links: next is colder */
