@@ -218,10 +218,7 @@ static TESS_NOINLINE void free_slow(void *p, const char *op) {
   if (p == NULL) return;
   block_info_t info = classify(p);
   switch (info.kind) {
-    case BLOCK_SLAB:
-      TESS_STAT_MINE(frees[info.page->size_class], 1);
-      tessi_heap_free_block(tessi_tls_heap, info.page, p);
-      return;
+    case BLOCK_SLAB: tessi_heap_free_block(tessi_tls_heap, info.page, p); return;
     case BLOCK_LARGE: tessi_large_free(info.page); return;
     case BLOCK_HUGE:
       TESS_STAT_MINE(huge_frees, 1);
@@ -237,7 +234,6 @@ static TESS_NOINLINE void free_slow(void *p, const char *op) {
 static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) {
   if (d->kind == TESS_PAGE_SLAB && tessi_is_block_start(in_slab, d->u.div_magic) &&
       atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap) {
-    TESS_STAT_MINE(frees[d->size_class], 1);
     tessi_heap_free_remote(d, p);
     return;
   }
@@ -260,15 +256,13 @@ void tess_free(void *p) {
   tess_page_t *page = &tessi_primary_pages[offset >> TESS_PAGE_SHIFT];
   tess_page_t *d = tessi_page_head(page);
   uint64_t in_slab = tessi_offset_in_span(offset, page);
-  /* only a live slab head of ours has our heap as owner (types.h). Past
-   * the test, owner is our heap: counting through it (already in a
-   * register) lets the compiler compare with the thread's heap in memory */
+  /* only a live slab head of ours has our heap as owner (types.h); the
+   * slab's state counts the free (no counter of its own: types.h) */
   tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
   if (TESS_LIKELY(owner == tessi_tls_heap && tessi_is_block_start(in_slab, d->u.div_magic))) {
     tess_block_t *b = p;
     b->next = d->local_free;
     d->local_free = b;
-    TESS_STAT_ADD(owner->stats.frees[d->size_class], 1);
     if (TESS_UNLIKELY(tessi_state_drop(&d->state))) tessi_heap_local_free_done(owner, d);
     return;
   }

@@ -171,6 +171,8 @@ static void orphans_push(tess_page_t *chain);
 
 void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
   if (atomic_load_explicit(&d->owner, memory_order_relaxed) == NULL && orphan_free(d, b)) return;
+  /* the slab's state counts the block out until it is taken off a list */
+  TESS_STAT_MINE(pending_in[d->size_class], 1);
   uintptr_t old = atomic_load_explicit(&d->remote, memory_order_relaxed);
   for (;;) {
     if (TESS_UNLIKELY(old & TESS_REMOTE_NOTIFY)) {
@@ -247,7 +249,9 @@ static void process_delayed(tess_heap_t *h) {
   tess_block_t *b = atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire);
   while (b != NULL) {
     tess_block_t *next = b->next;
-    tessi_heap_free_block(h, slab_of_block(b), b);
+    tess_page_t *d = slab_of_block(b);
+    TESS_STAT_ADD(h->stats.pending_out[d->size_class], 1);
+    tessi_heap_free_block(h, d, b);
     b = next;
   }
 }

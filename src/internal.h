@@ -332,7 +332,7 @@ size_t tessi_heap_pool_length(void);
  * adds are atomic, so that it checks everything else. Threads without a
  * heap count in tessi_stats_shared, atomically. */
 #if defined(TESS_COUNTERS) && !TESS_COUNTERS /* a build measuring their cost */
-#define TESS_STAT_ADD(counter, n) ((void)0)
+#define TESS_STAT_ADD(counter, n) ((void)(n))
 #elif defined(__SANITIZE_THREAD__)
 #define TESS_STAT_ADD(counter, n) ((void)__atomic_fetch_add(&(counter), (n), __ATOMIC_RELAXED))
 #elif defined(__has_feature)
@@ -383,6 +383,10 @@ void tessi_huge_fork_child(void);
 
 /* ----------------------------------------------------------------- stats */
 struct tess_stats;
+/* out[c]: blocks every slab of class c counts out (allocated, or freed by
+ * another thread and still on a list), the current slabs' bias left out.
+ * Walks every region with its partitions locked (check.c). */
+void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES]);
 /* Every counter added up, peaks updated (stats.c). */
 void tessi_stats_merge(struct tess_stats *s);
 /* s as one JSON object (time_ms, pid < 0: no such field); snprintf's
