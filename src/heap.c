@@ -167,7 +167,7 @@ static void heap_delayed_push(tess_heap_t *h, tess_block_t *b) {
 }
 
 static bool orphan_free(tess_page_t *d, tess_block_t *b);
-static void orphans_push(tess_page_t *chain);
+static bool orphan_try_push(tess_page_t *d);
 
 void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
   if (atomic_load_explicit(&d->owner, memory_order_relaxed) == NULL && orphan_free(d, b)) return;
@@ -217,11 +217,7 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
     tess_bin_t *bin = &h->bins[d->size_class];
     if (tessi_primary->is_fixed && bin->last != NULL && bin->last != h->current[d->size_class]) {
       tessi_slab_collect_remote(d);
-      if (d->state != 0) {
-        d->next = NULL;
-        orphans_push(d);
-        return;
-      }
+      if (d->state != 0 && orphan_try_push(d)) return;
     }
     bin_push_back(h, d); /* behind the current slab, which stays current */
   }
@@ -317,15 +313,36 @@ static void orphan_unfile_locked(orphan_list_t *list, tess_page_t *d) {
  * without bias, with some block out. The owner is cleared under the lock,
  * so a thread that finds it cleared finds the slab filed. */
 static void orphans_push(tess_page_t *chain) {
+  tess_page_t *by_shard[ORPHAN_SHARDS] = {NULL};
   while (chain != NULL) {
     tess_page_t *next = chain->next;
-    orphan_list_t *list = orphan_list_of(chain);
-    tessi_lock(&list->lock);
-    atomic_store_explicit(&chain->owner, NULL, memory_order_relaxed);
-    orphan_file_locked(list, chain);
-    tessi_unlock(&list->lock);
+    unsigned k = tessi_shard_of(chain, ORPHAN_SHARDS);
+    chain->next = by_shard[k];
+    by_shard[k] = chain;
     chain = next;
   }
+  for (unsigned k = 0; k < ORPHAN_SHARDS; k++) {
+    if (by_shard[k] == NULL) continue;
+    orphan_list_t *list = orphan_list_of(by_shard[k]);
+    tessi_lock(&list->lock); /* one lock per shard, not per slab */
+    for (tess_page_t *d = by_shard[k], *next; d != NULL; d = next) {
+      next = d->next;
+      atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
+      orphan_file_locked(list, d);
+    }
+    tessi_unlock(&list->lock);
+  }
+}
+
+/* Orphans one slab with blocks out (remote frees collected) unless its
+ * list is busy: false then, and the caller keeps it. */
+static bool orphan_try_push(tess_page_t *d) {
+  orphan_list_t *list = orphan_list_of(d);
+  if (!tessi_trylock(&list->lock)) return false;
+  atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
+  orphan_file_locked(list, d);
+  tessi_unlock(&list->lock);
+  return true;
 }
 
 /* A free by any thread into a slab that found no owner: done at once,
@@ -334,7 +351,7 @@ static void orphans_push(tess_page_t *chain) {
 static bool orphan_free(tess_page_t *d, tess_block_t *b) {
   unsigned cls = d->size_class;
   orphan_list_t *list = &orphans[cls][tessi_shard_of(d, ORPHAN_SHARDS)];
-  tessi_lock(&list->lock);
+  if (!tessi_trylock(&list->lock)) return false;
   if (atomic_load_explicit(&d->owner, memory_order_relaxed) != NULL || d->size_class != cls) {
     tessi_unlock(&list->lock);
     return false;
