@@ -82,7 +82,7 @@ static bool mark_list(walk_t *w, uintptr_t start, const tess_class_info_t *info,
 }
 
 static bool is_current(const tess_page_t *d) {
-  tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
+  tess_heap_t *owner = tessi_owner_heap(d);
   return owner != NULL && owner->current[d->size_class] == d;
 }
 
@@ -223,7 +223,7 @@ void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES]) {
         unsigned cls = __atomic_load_n(&d->size_class, __ATOMIC_RELAXED);
         if (cls < TESS_CLASSES) {
           int32_t n = __atomic_load_n(&d->state, __ATOMIC_RELAXED) & TESS_STATE_COUNT;
-          tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
+          tess_heap_t *owner = tessi_owner_heap(d);
           if (owner != NULL && __atomic_load_n(&owner->current[cls], __ATOMIC_RELAXED) == d) n--;
           if (n > 0) out[cls] += (uint64_t)n;
           pages = tessi_classes[cls].slab_pages;

@@ -166,11 +166,12 @@ static void heap_delayed_push(tess_heap_t *h, tess_block_t *b) {
                                                   memory_order_relaxed));
 }
 
-static bool orphan_free(tess_page_t *d, tess_block_t *b);
-static bool orphan_try_push(tess_page_t *d);
+static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner);
+static bool orphan_try_push(tess_heap_t *h, tess_page_t *d);
 
 void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
-  if (atomic_load_explicit(&d->owner, memory_order_relaxed) == NULL && orphan_free(d, b)) return;
+  tess_heap_t *mark = atomic_load_explicit(&d->owner, memory_order_relaxed);
+  if (tessi_is_orphan_owner(mark) && orphan_free(d, b, mark)) return;
   /* the slab's state counts the block out until it is taken off a list */
   TESS_STAT_MINE(pending_in[d->size_class], 1);
   uintptr_t old = atomic_load_explicit(&d->remote, memory_order_relaxed);
@@ -217,7 +218,7 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
     tess_bin_t *bin = &h->bins[d->size_class];
     if (tessi_primary->is_fixed && bin->last != NULL && bin->last != h->current[d->size_class]) {
       tessi_slab_collect_remote(d);
-      if (d->state != 0 && orphan_try_push(d)) return;
+      if (d->state != 0 && orphan_try_push(h, d)) return;
     }
     bin_push_back(h, d); /* behind the current slab, which stays current */
   }
@@ -281,8 +282,27 @@ typedef struct orphan_list_s {
 } orphan_list_t;
 static orphan_list_t orphans[TESS_CLASSES][ORPHAN_SHARDS];
 
-static inline orphan_list_t *orphan_list_of(const tess_page_t *d) {
-  return &orphans[d->size_class][tessi_shard_of(d, ORPHAN_SHARDS)];
+/* An orphan's owner is the mark of the list it is filed in: a free into
+ * it finds the list without a search, and the filer may choose any list
+ * that is not busy. */
+char tessi_orphan_marks[TESS_ORPHAN_SHARDS];
+_Static_assert(ORPHAN_SHARDS == TESS_ORPHAN_SHARDS, "one mark per shard");
+
+static inline tess_heap_t *orphan_owner(unsigned shard) {
+  return (tess_heap_t *)(void *)&tessi_orphan_marks[shard];
+}
+
+/* The first list of class cls, from h's own on, that is not busy, locked;
+ * with `wait`, h's own once all were busy; else NULL. */
+static orphan_list_t *orphan_list_lock(tess_heap_t *h, unsigned cls, bool wait, unsigned *shard) {
+  for (unsigned k = 0; k < ORPHAN_SHARDS; k++) {
+    *shard = (h->shard + k) % ORPHAN_SHARDS;
+    if (tessi_trylock(&orphans[cls][*shard].lock)) return &orphans[cls][*shard];
+  }
+  if (!wait) return NULL;
+  *shard = h->shard;
+  tessi_lock(&orphans[cls][*shard].lock);
+  return &orphans[cls][*shard];
 }
 
 /* The bin an orphan is in: the one its state gives (every change of an
@@ -312,34 +332,25 @@ static void orphan_unfile_locked(orphan_list_t *list, tess_page_t *d) {
 /* Files the chain (through next) of orphans of one class, all collected,
  * without bias, with some block out. The owner is cleared under the lock,
  * so a thread that finds it cleared finds the slab filed. */
-static void orphans_push(tess_page_t *chain) {
-  tess_page_t *by_shard[ORPHAN_SHARDS] = {NULL};
+static void orphans_push(tess_heap_t *h, tess_page_t *chain) {
+  unsigned shard;
+  orphan_list_t *list = orphan_list_lock(h, chain->size_class, true, &shard);
   while (chain != NULL) {
     tess_page_t *next = chain->next;
-    unsigned k = tessi_shard_of(chain, ORPHAN_SHARDS);
-    chain->next = by_shard[k];
-    by_shard[k] = chain;
+    atomic_store_explicit(&chain->owner, orphan_owner(shard), memory_order_relaxed);
+    orphan_file_locked(list, chain);
     chain = next;
   }
-  for (unsigned k = 0; k < ORPHAN_SHARDS; k++) {
-    if (by_shard[k] == NULL) continue;
-    orphan_list_t *list = orphan_list_of(by_shard[k]);
-    tessi_lock(&list->lock); /* one lock per shard, not per slab */
-    for (tess_page_t *d = by_shard[k], *next; d != NULL; d = next) {
-      next = d->next;
-      atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
-      orphan_file_locked(list, d);
-    }
-    tessi_unlock(&list->lock);
-  }
+  tessi_unlock(&list->lock);
 }
 
 /* Orphans one slab with blocks out (remote frees collected) unless its
  * list is busy: false then, and the caller keeps it. */
-static bool orphan_try_push(tess_page_t *d) {
-  orphan_list_t *list = orphan_list_of(d);
-  if (!tessi_trylock(&list->lock)) return false;
-  atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
+static bool orphan_try_push(tess_heap_t *h, tess_page_t *d) {
+  unsigned shard;
+  orphan_list_t *list = orphan_list_lock(h, d->size_class, false, &shard);
+  if (list == NULL) return false;
+  atomic_store_explicit(&d->owner, orphan_owner(shard), memory_order_relaxed);
   orphan_file_locked(list, d);
   tessi_unlock(&list->lock);
   return true;
@@ -348,11 +359,11 @@ static bool orphan_try_push(tess_page_t *d) {
 /* A free by any thread into a slab that found no owner: done at once,
  * under its list's lock. False when a heap took the slab meanwhile (the
  * caller pushes the block then). */
-static bool orphan_free(tess_page_t *d, tess_block_t *b) {
+static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
   unsigned cls = d->size_class;
-  orphan_list_t *list = &orphans[cls][tessi_shard_of(d, ORPHAN_SHARDS)];
+  orphan_list_t *list = &orphans[cls][(char *)(void *)owner - tessi_orphan_marks];
   if (!tessi_trylock(&list->lock)) return false;
-  if (atomic_load_explicit(&d->owner, memory_order_relaxed) != NULL || d->size_class != cls) {
+  if (atomic_load_explicit(&d->owner, memory_order_relaxed) != owner || d->size_class != cls) {
     tessi_unlock(&list->lock);
     return false;
   }
@@ -538,7 +549,7 @@ static void heap_trim(tess_heap_t *h) {
         leaving[cls] = d;
       }
     }
-    if (leaving[cls] != NULL) orphans_push(leaving[cls]);
+    if (leaving[cls] != NULL) orphans_push(h, leaving[cls]);
   }
   if (orphan_partials) empty_cache_drain(h); /* no private reserve while idle */
 }

@@ -187,13 +187,6 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
                                uint8_t kind, bool *is_zero, tess_partition_t **from);
 void tessi_pages_free(tess_page_t *head, size_t pages);
 
-/* Which of n (a power of two) lists an orphan slab or chunk is filed in:
- * fixed by its address, so a free into it finds the list. */
-static inline unsigned tessi_shard_of(const tess_page_t *d, unsigned n) {
-  uintptr_t index = (uintptr_t)d / sizeof(tess_page_t);
-  return (unsigned)((index ^ (index >> 3) ^ (index >> 7)) & (n - 1));
-}
-
 /* Doubly linked lists of span heads through their next/prev: a heap's bins,
  * full list, the orphan lists. */
 static inline void tessi_list_unlink(tess_bin_t *list, tess_page_t *d) {
@@ -245,6 +238,18 @@ bool tessi_slab_try_detach(tess_page_t *d);
 /* ----------------------------------------------------------------- heaps */
 extern __thread tess_heap_t *tessi_tls_heap;
 extern tess_heap_t tessi_heap_empty;
+/* An orphan slab's owner is not a heap but one of these marks (heap.c): the
+ * one of the list it is filed in. */
+#define TESS_ORPHAN_SHARDS 8
+extern char tessi_orphan_marks[TESS_ORPHAN_SHARDS];
+static inline bool tessi_is_orphan_owner(const tess_heap_t *owner) {
+  return (uintptr_t)owner - (uintptr_t)tessi_orphan_marks < TESS_ORPHAN_SHARDS;
+}
+/* The heap that owns a slab, or NULL (an orphan, or a free span). */
+static inline tess_heap_t *tessi_owner_heap(const tess_page_t *d) {
+  tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
+  return tessi_is_orphan_owner(owner) ? NULL : owner;
+}
 
 /* A block of class cls (slow path: refills, new slabs). NULL when out of
  * memory. */
