@@ -167,7 +167,6 @@ static void heap_delayed_push(tess_heap_t *h, tess_block_t *b) {
 }
 
 static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner);
-static bool orphan_try_push(tess_heap_t *h, tess_page_t *d);
 
 void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
   tess_heap_t *mark = atomic_load_explicit(&d->owner, memory_order_relaxed);
@@ -211,15 +210,6 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
   if (d->state & TESS_STATE_DETACHED) {
     tessi_list_unlink(&h->full, d);
     d->state &= TESS_STATE_COUNT;
-    /* fixed mode: a heap keeps one partial slab of a class besides its
-     * current one; another slab that gets room is shared at once as an
-     * orphan, so free blocks do not sit in a heap that may not need them
-     * before its call ends */
-    tess_bin_t *bin = &h->bins[d->size_class];
-    if (tessi_primary->is_fixed && bin->last != NULL && bin->last != h->current[d->size_class]) {
-      tessi_slab_collect_remote(d);
-      if (d->state != 0 && orphan_try_push(h, d)) return;
-    }
     bin_push_back(h, d); /* behind the current slab, which stays current */
   }
   if (d->state == 0) slab_empty(h, d);
@@ -292,14 +282,13 @@ static inline tess_heap_t *orphan_owner(unsigned shard) {
   return (tess_heap_t *)(void *)&tessi_orphan_marks[shard];
 }
 
-/* The first list of class cls, from h's own on, that is not busy, locked;
- * with `wait`, h's own once all were busy; else NULL. */
-static orphan_list_t *orphan_list_lock(tess_heap_t *h, unsigned cls, bool wait, unsigned *shard) {
+/* The first list of class cls, from h's own on, that is not busy, locked
+ * (h's own, waited for, when all are busy). */
+static orphan_list_t *orphan_list_lock(tess_heap_t *h, unsigned cls, unsigned *shard) {
   for (unsigned k = 0; k < ORPHAN_SHARDS; k++) {
     *shard = (h->shard + k) % ORPHAN_SHARDS;
     if (tessi_trylock(&orphans[cls][*shard].lock)) return &orphans[cls][*shard];
   }
-  if (!wait) return NULL;
   *shard = h->shard;
   tessi_lock(&orphans[cls][*shard].lock);
   return &orphans[cls][*shard];
@@ -330,11 +319,12 @@ static void orphan_unfile_locked(orphan_list_t *list, tess_page_t *d) {
 }
 
 /* Files the chain (through next) of orphans of one class, all collected,
- * without bias, with some block out. The owner is cleared under the lock,
- * so a thread that finds it cleared finds the slab filed. */
+ * without bias, with some block out, in a list that is not busy. The owner
+ * becomes the list's mark under its lock, so a thread that finds the mark
+ * finds the slab filed. */
 static void orphans_push(tess_heap_t *h, tess_page_t *chain) {
   unsigned shard;
-  orphan_list_t *list = orphan_list_lock(h, chain->size_class, true, &shard);
+  orphan_list_t *list = orphan_list_lock(h, chain->size_class, &shard);
   while (chain != NULL) {
     tess_page_t *next = chain->next;
     atomic_store_explicit(&chain->owner, orphan_owner(shard), memory_order_relaxed);
@@ -344,21 +334,10 @@ static void orphans_push(tess_heap_t *h, tess_page_t *chain) {
   tessi_unlock(&list->lock);
 }
 
-/* Orphans one slab with blocks out (remote frees collected) unless its
- * list is busy: false then, and the caller keeps it. */
-static bool orphan_try_push(tess_heap_t *h, tess_page_t *d) {
-  unsigned shard;
-  orphan_list_t *list = orphan_list_lock(h, d->size_class, false, &shard);
-  if (list == NULL) return false;
-  atomic_store_explicit(&d->owner, orphan_owner(shard), memory_order_relaxed);
-  orphan_file_locked(list, d);
-  tessi_unlock(&list->lock);
-  return true;
-}
-
-/* A free by any thread into a slab that found no owner: done at once,
- * under its list's lock. False when a heap took the slab meanwhile (the
- * caller pushes the block then). */
+/* A free by any thread into an orphan (owner: a list's mark): done at once
+ * under the list's lock, if it is free. False when it is busy, or a heap
+ * took the slab meanwhile: the caller pushes the block on the remote stack
+ * then, for the next taker (or the out-of-memory sweep) to collect. */
 static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
   unsigned cls = d->size_class;
   orphan_list_t *list = &orphans[cls][(char *)(void *)owner - tessi_orphan_marks];
