@@ -377,26 +377,58 @@ static tess_page_t *orphan_pick_locked(orphan_list_t *list) {
   return NULL;
 }
 
+/* Frees left on the remote stacks of the oldest full orphans (their list
+ * was busy when they were made): collected, and the orphans refiled, or
+ * returned to their partition when that emptied them. A few per take, so
+ * an orphan whose last frees all missed the lock does not stay full. */
+static void orphans_tend_locked(orphan_list_t *list, tess_page_t **released) {
+  tess_page_t *d = list->full.last;
+  for (unsigned n = 0; n < 4 && d != NULL; n++) {
+    tess_page_t *prev = d->prev;
+    if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
+      orphan_unfile_locked(list, d);
+      tessi_slab_collect_remote(d);
+      if (d->state == 0) {
+        d->next = *released;
+        *released = d;
+      } else {
+        orphan_file_locked(list, d);
+      }
+    }
+    d = prev;
+  }
+}
+
 /* The fullest orphan of class cls with room, from h's shard first, now
  * h's; or NULL. A busy shard is passed over and tried once more only if no
- * other one had any, never waited for: the fixed platform can only spin,
- * and a spin on a lock whose holder lost its CPU costs more than the fresh
- * slab the caller takes instead. */
-static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
+ * other one had any, never waited for (unless `wait`, when the region is
+ * out of memory): the fixed platform can only spin, and a spin on a lock
+ * whose holder lost its CPU costs more than the fresh slab the caller
+ * takes instead. h's own shard is tended on the way. */
+static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) {
   orphan_list_t *shards = orphans[cls];
-  tess_page_t *d = NULL;
+  tess_page_t *d = NULL, *released = NULL;
   unsigned busy = 0; /* bit k: shard h->shard + k was locked when tried */
   for (unsigned k = 0; k < 2 * ORPHAN_SHARDS && d == NULL; k++) {
     if (k >= ORPHAN_SHARDS && !(busy & (1u << (k - ORPHAN_SHARDS)))) continue;
     orphan_list_t *list = &shards[(h->shard + k) % ORPHAN_SHARDS];
-    if (atomic_load_explicit(&list->with_room, memory_order_relaxed) == 0) continue;
-    if (!tessi_trylock(&list->lock)) {
+    if (k > 0 && atomic_load_explicit(&list->with_room, memory_order_relaxed) == 0) continue;
+    if (k >= ORPHAN_SHARDS && wait) {
+      tessi_lock(&list->lock);
+    } else if (!tessi_trylock(&list->lock)) {
       busy |= 1u << (k % ORPHAN_SHARDS);
       continue;
     }
+    if (k == 0) orphans_tend_locked(list, &released);
     d = orphan_pick_locked(list);
     if (d != NULL) atomic_store_explicit(&d->owner, h, memory_order_relaxed);
     tessi_unlock(&list->lock);
+  }
+  while (released != NULL) {
+    tess_page_t *next = released->next;
+    TESS_STAT_ADD(h->stats.slabs_done[cls], 1);
+    slab_release(released);
+    released = next;
   }
   if (d != NULL) tessi_slab_collect_remote(d);
   return d;
@@ -465,7 +497,7 @@ again:
     }
   }
   tessi_purge_if_due();
-  d = orphan_take(h, cls);
+  d = orphan_take(h, cls, reclaimed);
   if (d != NULL) {
     bin_push_front(h, d);
     goto again;
