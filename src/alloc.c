@@ -156,7 +156,8 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
     }
   } else {
     tess_heap_t *h = heap_or_acquire();
-    if (h != NULL) p = tessi_large_alloc(h, size, align, zero);
+    /* the span cache of our own heap was looked at above (align 0) */
+    if (h != NULL) p = tessi_large_alloc(h, size, align, zero, h != own || align != 0);
     if (p != NULL) count_large(h, size);
   }
   if (p != NULL) after_slow_alloc();
@@ -217,11 +218,8 @@ static TESS_NOINLINE void free_slow(void *p, const char *op) {
   if (p == NULL) return;
   block_info_t info = classify(p);
   switch (info.kind) {
-    case BLOCK_SLAB:
-      TESS_STAT_MINE(frees[info.page->size_class], 1);
-      tessi_heap_free_block(tessi_tls_heap, info.page, p);
-      return;
-    case BLOCK_LARGE: tessi_large_free(info.region, info.page); return;
+    case BLOCK_SLAB: tessi_heap_free_block(tessi_tls_heap, info.page, p); return;
+    case BLOCK_LARGE: tessi_large_free(info.page); return;
     case BLOCK_HUGE:
       TESS_STAT_MINE(huge_frees, 1);
       TESS_STAT_MINE(huge_bytes_out, info.usable);
@@ -236,14 +234,13 @@ static TESS_NOINLINE void free_slow(void *p, const char *op) {
 static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) {
   if (d->kind == TESS_PAGE_SLAB && tessi_is_block_start(in_slab, d->u.div_magic) &&
       atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap) {
-    TESS_STAT_MINE(frees[d->size_class], 1);
     tessi_heap_free_remote(d, p);
     return;
   }
   /* the start of a large block (in_slab is the offset in its span);
    * kept by its heap when the owner frees it, else to its partition */
   if (d->kind == TESS_PAGE_LARGE && in_slab == 0 && !(d->flags & TESS_LARGE_CACHED)) {
-    tessi_large_free(tessi_primary, d);
+    tessi_large_free(d);
     return;
   }
   free_slow(p, "free");
@@ -259,15 +256,13 @@ void tess_free(void *p) {
   tess_page_t *page = &tessi_primary_pages[offset >> TESS_PAGE_SHIFT];
   tess_page_t *d = tessi_page_head(page);
   uint64_t in_slab = tessi_offset_in_span(offset, page);
-  /* only a live slab head of ours has our heap as owner (types.h). Past
-   * the test, owner is our heap: counting through it (already in a
-   * register) lets the compiler compare with the thread's heap in memory */
+  /* only a live slab head of ours has our heap as owner (types.h); the
+   * slab's state counts the free (no counter of its own: types.h) */
   tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
   if (TESS_LIKELY(owner == tessi_tls_heap && tessi_is_block_start(in_slab, d->u.div_magic))) {
     tess_block_t *b = p;
     b->next = d->local_free;
     d->local_free = b;
-    TESS_STAT_ADD(owner->stats.frees[d->size_class], 1);
     if (TESS_UNLIKELY(tessi_state_drop(&d->state))) tessi_heap_local_free_done(owner, d);
     return;
   }

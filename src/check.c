@@ -82,7 +82,7 @@ static bool mark_list(walk_t *w, uintptr_t start, const tess_class_info_t *info,
 }
 
 static bool is_current(const tess_page_t *d) {
-  tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
+  tess_heap_t *owner = tessi_owner_heap(d);
   return owner != NULL && owner->current[d->size_class] == d;
 }
 
@@ -141,10 +141,17 @@ static void walk_slab(walk_t *w, tess_region_t *r, tess_page_t *d) {
   }
 }
 
-/* Walks one partition's spans, in address order. */
-static void walk_partition(walk_t *w, tess_region_t *r, tess_partition_t *p) {
-  size_t free_pages = 0;
-  for (size_t i = p->first_page; i < p->end_page && w->error == NULL && w->visit_result == 0;) {
+/* Walks a region's spans, in address order, its partitions locked. Free
+ * spans lie within one partition; a large block may cross partitions
+ * (tessi_span_alloc_across). */
+static void walk_region(walk_t *w, tess_region_t *r) {
+  size_t free_pages[TESS_MAX_PARTITIONS] = {0};
+  size_t end = r->partitions[r->partition_count - 1].end_page;
+  unsigned at = 0; /* partition of page i */
+  for (size_t i = r->partitions[0].first_page;
+       i < end && w->error == NULL && w->visit_result == 0;) {
+    while (i >= r->partitions[at].end_page) at++;
+    tess_partition_t *p = &r->partitions[at];
     tess_page_t *d = &r->pages[i];
     uintptr_t addr = tessi_page_addr(r, d);
     size_t pages;
@@ -162,12 +169,13 @@ static void walk_partition(walk_t *w, tess_region_t *r, tess_partition_t *p) {
       case TESS_PAGE_BUSY: pages = d->u.span.pages; break;
       default: fail(w, "page map: no span starts here", addr, false); return;
     }
-    if (pages == 0 || pages > p->end_page - i) {
+    size_t room = (d->kind == TESS_PAGE_LARGE && r->is_fixed ? end : p->end_page) - i;
+    if (pages == 0 || pages > room) {
       fail(w, "page map: span length runs past its partition", addr, false);
       return;
     }
     if (d->kind == TESS_PAGE_FREE) {
-      free_pages += pages;
+      free_pages[at] += pages;
       if (pages > 1 &&
           (d[pages - 1].kind != TESS_PAGE_FREE_TAIL || d[pages - 1].u.span.pages != pages - 1)) {
         fail(w, "page map: free span without its tail", addr, false);
@@ -188,9 +196,45 @@ static void walk_partition(walk_t *w, tess_region_t *r, tess_partition_t *p) {
     }
     i += pages;
   }
-  if (w->error == NULL && w->visit_result == 0 && free_pages != p->free_pages) {
-    fail(w, "partition: free pages do not match its count",
-         tessi_page_addr(r, &r->pages[p->first_page]), false);
+  for (unsigned k = 0; k < r->partition_count && w->error == NULL && w->visit_result == 0; k++) {
+    if (free_pages[k] != r->partitions[k].free_pages) {
+      fail(w, "partition: free pages do not match its count",
+           tessi_page_addr(r, &r->pages[r->partitions[k].first_page]), false);
+    }
+  }
+}
+
+/* The owners change these fields without locks while it reads them: a
+ * deliberate, benign race (each figure is one the slab had), so
+ * ThreadSanitizer is told not to watch this reader and keeps checking
+ * everything else. */
+#if defined(__SANITIZE_THREAD__)
+__attribute__((no_sanitize("thread")))
+#endif
+void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES]) {
+  memset(out, 0, TESS_CLASSES * sizeof out[0]);
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
+    for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
+    size_t end = r->partitions[r->partition_count - 1].end_page;
+    for (size_t i = r->partitions[0].first_page; i < end;) {
+      tess_page_t *d = &r->pages[i];
+      size_t pages = 1;
+      if (d->kind == TESS_PAGE_SLAB) {
+        unsigned cls = __atomic_load_n(&d->size_class, __ATOMIC_RELAXED);
+        if (cls < TESS_CLASSES) {
+          int32_t n = __atomic_load_n(&d->state, __ATOMIC_RELAXED) & TESS_STATE_COUNT;
+          tess_heap_t *owner = tessi_owner_heap(d);
+          if (owner != NULL && __atomic_load_n(&owner->current[cls], __ATOMIC_RELAXED) == d) n--;
+          if (n > 0) out[cls] += (uint64_t)n;
+          pages = tessi_classes[cls].slab_pages;
+        }
+      } else if (d->kind == TESS_PAGE_FREE || d->kind == TESS_PAGE_LARGE ||
+                 d->kind == TESS_PAGE_META || d->kind == TESS_PAGE_BUSY) {
+        pages = TESS_MAX((size_t)1, (size_t)d->u.span.pages);
+      }
+      i += pages;
+    }
+    for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
   }
 }
 
@@ -198,12 +242,9 @@ static void walk_partition(walk_t *w, tess_region_t *r, tess_partition_t *p) {
 static void walk_all(walk_t *w) {
   for (tess_region_t *r = tessi_region_first(); r != NULL && w->error == NULL;
        r = tessi_region_next(r)) {
-    for (unsigned i = 0; i < r->partition_count && w->error == NULL && w->visit_result == 0; i++) {
-      tess_partition_t *p = &r->partitions[i];
-      tessi_lock(&p->lock);
-      walk_partition(w, r, p);
-      tessi_unlock(&p->lock);
-    }
+    for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
+    walk_region(w, r);
+    for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
   }
 }
 

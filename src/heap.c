@@ -49,41 +49,7 @@ static bool in_bin(tess_heap_t *h, const tess_page_t *d) {
   return d->prev != NULL || h->bins[d->size_class].first == d;
 }
 
-/* Doubly linked lists of slabs through their next/prev: a heap's bins and
- * full list, the orphan lists. */
-static void list_unlink(tess_bin_t *list, tess_page_t *d) {
-  if (d->prev != NULL)
-    d->prev->next = d->next;
-  else
-    list->first = d->next;
-  if (d->next != NULL)
-    d->next->prev = d->prev;
-  else
-    list->last = d->prev;
-  d->next = d->prev = NULL;
-}
-
-static void list_push(tess_bin_t *list, tess_page_t *d) {
-  d->prev = NULL;
-  d->next = list->first;
-  if (list->first != NULL)
-    list->first->prev = d;
-  else
-    list->last = d;
-  list->first = d;
-}
-
-static void list_append(tess_bin_t *list, tess_page_t *d) {
-  d->next = NULL;
-  d->prev = list->last;
-  if (list->last != NULL)
-    list->last->next = d;
-  else
-    list->first = d;
-  list->last = d;
-}
-
-static void bin_unlink(tess_heap_t *h, tess_page_t *d) { list_unlink(&h->bins[d->size_class], d); }
+static void bin_unlink(tess_heap_t *h, tess_page_t *d) { tessi_list_unlink(&h->bins[d->size_class], d); }
 
 static void bin_remove(tess_heap_t *h, tess_page_t *d) {
   bool was_first = h->bins[d->size_class].first == d;
@@ -92,13 +58,13 @@ static void bin_remove(tess_heap_t *h, tess_page_t *d) {
 }
 
 static void bin_push_front(tess_heap_t *h, tess_page_t *d) {
-  list_push(&h->bins[d->size_class], d);
+  tessi_list_push(&h->bins[d->size_class], d);
   set_current(h, d->size_class);
 }
 
 static void bin_push_back(tess_heap_t *h, tess_page_t *d) {
   tess_bin_t *bin = &h->bins[d->size_class];
-  list_append(bin, d);
+  tessi_list_append(bin, d);
   if (bin->first == d) set_current(h, d->size_class);
 }
 
@@ -120,7 +86,19 @@ static void slab_release(tess_page_t *d) {
 static void span_cache_drain(tess_heap_t *h) {
   for (size_t pages = 1; pages <= TESS_SPAN_CACHE_PAGES; pages++) {
     tess_page_t *d;
-    while ((d = tessi_heap_span_take(h, pages)) != NULL) tessi_pages_free(d, pages);
+    while ((d = tessi_heap_span_pop(h, pages)) != NULL) tessi_pages_free(d, pages);
+  }
+}
+
+/* The score fell low: spans beyond the small budget go back. */
+void tessi_heap_span_shrink(tess_heap_t *h) {
+  size_t budget = tessi_heap_span_budget(h);
+  for (size_t pages = TESS_SPAN_CACHE_PAGES; pages > 0 && h->span_pages << TESS_PAGE_SHIFT > budget;
+       pages--) {
+    tess_page_t *d;
+    while (h->span_pages << TESS_PAGE_SHIFT > budget && (d = tessi_heap_span_pop(h, pages)) != NULL) {
+      tessi_pages_free(d, pages);
+    }
   }
 }
 
@@ -188,7 +166,13 @@ static void heap_delayed_push(tess_heap_t *h, tess_block_t *b) {
                                                   memory_order_relaxed));
 }
 
+static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner);
+
 void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
+  tess_heap_t *mark = atomic_load_explicit(&d->owner, memory_order_relaxed);
+  if (tessi_is_orphan_owner(mark) && orphan_free(d, b, mark)) return;
+  /* the slab's state counts the block out until it is taken off a list */
+  TESS_STAT_MINE(pending_in[d->size_class], 1);
   uintptr_t old = atomic_load_explicit(&d->remote, memory_order_relaxed);
   for (;;) {
     if (TESS_UNLIKELY(old & TESS_REMOTE_NOTIFY)) {
@@ -224,7 +208,7 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
     tessi_report_invalid("free", b, "double free");
   }
   if (d->state & TESS_STATE_DETACHED) {
-    list_unlink(&h->full, d);
+    tessi_list_unlink(&h->full, d);
     d->state &= TESS_STATE_COUNT;
     bin_push_back(h, d); /* behind the current slab, which stays current */
   }
@@ -252,7 +236,9 @@ static void process_delayed(tess_heap_t *h) {
   tess_block_t *b = atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire);
   while (b != NULL) {
     tess_block_t *next = b->next;
-    tessi_heap_free_block(h, slab_of_block(b), b);
+    tess_page_t *d = slab_of_block(b);
+    TESS_STAT_ADD(h->stats.pending_out[d->size_class], 1);
+    tessi_heap_free_block(h, d, b);
     b = next;
   }
 }
@@ -268,90 +254,115 @@ static void process_delayed(tess_heap_t *h) {
  * Orphans are kept in buckets by how full they are, and taken fullest
  * first: new blocks (some of which will live long) fill the slabs that are
  * nearly full, while sparse slabs are left alone to empty as their blocks
- * die, and go back to their partition. The oldest orphan of the sparsest
- * bucket is checked at every take. Frees into an orphan are remote frees
- * (its owner is NULL); an orphan never has NOTIFY set, as only an owner
- * detaches a slab. */
+ * die. A free into an orphan is done at once, under its list's lock (there
+ * is no owner to collect it), so its block is free for the next taker and
+ * an orphan that empties goes back to its partition at once. An orphan
+ * never has NOTIFY set, as only an owner detaches a slab. */
 #define ORPHAN_BUCKETS 4
-/* Each class's orphans are split over a few lists, each heap using its own
- * first and moving on to another when one is busy, so threads ending or
- * starting calls together do not queue on one lock. */
+/* Each class's orphans are split over a few lists by address, and each
+ * heap looks at them from its own first, moving on when one is busy, so
+ * threads ending or starting calls together do not queue on one lock. */
 #define ORPHAN_SHARDS 8
 
 typedef struct orphan_list_s {
   tess_lock_t lock;
   _Atomic(uint32_t) with_room; /* slabs in the buckets: a lock-free peek */
-  uint32_t takes;
   tess_bin_t bucket[ORPHAN_BUCKETS]; /* with room; [ORPHAN_BUCKETS - 1]: fullest */
-  tess_bin_t full;                   /* no free block when filed */
+  tess_bin_t full;                   /* no free block */
 } orphan_list_t;
 static orphan_list_t orphans[TESS_CLASSES][ORPHAN_SHARDS];
 
-/* Files a collected orphan by fullness (a full one apart: it is no use
- * until blocks in it are freed). */
-static void orphan_file_locked(orphan_list_t *list, tess_page_t *d) {
+/* An orphan's owner is the mark of the list it is filed in: a free into
+ * it finds the list without a search, and the filer may choose any list
+ * that is not busy. */
+char tessi_orphan_marks[TESS_ORPHAN_SHARDS];
+_Static_assert(ORPHAN_SHARDS == TESS_ORPHAN_SHARDS, "one mark per shard");
+
+static inline tess_heap_t *orphan_owner(unsigned shard) {
+  return (tess_heap_t *)(void *)&tessi_orphan_marks[shard];
+}
+
+/* The first list of class cls, from h's own on, that is not busy, locked
+ * (h's own, waited for, when all are busy). */
+static orphan_list_t *orphan_list_lock(tess_heap_t *h, unsigned cls, unsigned *shard) {
+  for (unsigned k = 0; k < ORPHAN_SHARDS; k++) {
+    *shard = (h->shard + k) % ORPHAN_SHARDS;
+    if (tessi_trylock(&orphans[cls][*shard].lock)) return &orphans[cls][*shard];
+  }
+  *shard = h->shard;
+  tessi_lock(&orphans[cls][*shard].lock);
+  return &orphans[cls][*shard];
+}
+
+/* The bin an orphan is in: the one its state gives (every change of an
+ * orphan's state, under the lock, refiles it). */
+static tess_bin_t *orphan_bin_locked(orphan_list_t *list, const tess_page_t *d) {
   uint32_t blocks = tessi_classes[d->size_class].slab_blocks;
   uint32_t out = (uint32_t)d->state;
-  if (out >= blocks) {
-    list_push(&list->full, d);
-  } else {
-    list_push(&list->bucket[out * ORPHAN_BUCKETS / blocks], d);
+  return out >= blocks ? &list->full : &list->bucket[out * ORPHAN_BUCKETS / blocks];
+}
+
+static void orphan_file_locked(orphan_list_t *list, tess_page_t *d) {
+  tess_bin_t *bin = orphan_bin_locked(list, d);
+  tessi_list_push(bin, d);
+  if (bin != &list->full) {
     atomic_store_explicit(&list->with_room, list->with_room + 1, memory_order_relaxed);
   }
 }
 
-static void orphan_unfile_locked(orphan_list_t *list, tess_bin_t *bucket, tess_page_t *d) {
-  list_unlink(bucket, d);
-  if (bucket != &list->full) {
+static void orphan_unfile_locked(orphan_list_t *list, tess_page_t *d) {
+  tess_bin_t *bin = orphan_bin_locked(list, d);
+  tessi_list_unlink(bin, d);
+  if (bin != &list->full) {
     atomic_store_explicit(&list->with_room, list->with_room - 1, memory_order_relaxed);
   }
 }
 
 /* Files the chain (through next) of orphans of one class, all collected,
- * without bias, with some block out, in h's shard. */
+ * without bias, with some block out, in a list that is not busy. The owner
+ * becomes the list's mark under its lock, so a thread that finds the mark
+ * finds the slab filed. */
 static void orphans_push(tess_heap_t *h, tess_page_t *chain) {
-  orphan_list_t *shards = orphans[chain->size_class];
-  for (tess_page_t *d = chain; d != NULL; d = d->next) {
-    atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
-  }
-  orphan_list_t *list = NULL;
-  for (unsigned k = 0; k < ORPHAN_SHARDS && list == NULL; k++) {
-    orphan_list_t *candidate = &shards[(h->shard + k) % ORPHAN_SHARDS];
-    if (tessi_trylock(&candidate->lock)) list = candidate;
-  }
-  if (list == NULL) {
-    list = &shards[h->shard];
-    tessi_lock(&list->lock);
-  }
+  unsigned shard;
+  orphan_list_t *list = orphan_list_lock(h, chain->size_class, &shard);
   while (chain != NULL) {
     tess_page_t *next = chain->next;
+    atomic_store_explicit(&chain->owner, orphan_owner(shard), memory_order_relaxed);
     orphan_file_locked(list, chain);
     chain = next;
   }
   tessi_unlock(&list->lock);
 }
 
-/* Every fourth take also looks at two old orphans: the oldest full one,
- * refiled if frees made room in it, and the oldest of the sparsest bucket,
- * returned (in *released) if it has emptied. */
-static void orphans_tend_locked(orphan_list_t *list, unsigned cls, tess_page_t **released) {
-  if (list->takes++ % 4 != 0) return;
-  tess_page_t *oldest = list->full.last;
-  if (oldest != NULL) {
-    tessi_slab_collect_remote(oldest);
-    if ((uint32_t)oldest->state < tessi_classes[cls].slab_blocks) {
-      orphan_unfile_locked(list, &list->full, oldest);
-      orphan_file_locked(list, oldest);
-    }
+/* A free by any thread into an orphan (owner: a list's mark): done at once
+ * under the list's lock, if it is free. False when it is busy, or a heap
+ * took the slab meanwhile: the caller pushes the block on the remote stack
+ * then, for the next taker (or the out-of-memory sweep) to collect. */
+static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
+  unsigned cls = d->size_class;
+  orphan_list_t *list = &orphans[cls][(char *)(void *)owner - tessi_orphan_marks];
+  if (!tessi_trylock(&list->lock)) return false;
+  if (atomic_load_explicit(&d->owner, memory_order_relaxed) != owner || d->size_class != cls) {
+    tessi_unlock(&list->lock);
+    return false;
   }
-  oldest = list->bucket[0].last;
-  if (oldest != NULL) {
-    tessi_slab_collect_remote(oldest);
-    if (oldest->state == 0) {
-      orphan_unfile_locked(list, &list->bucket[0], oldest);
-      *released = oldest;
-    }
+  orphan_unfile_locked(list, d);
+  tessi_slab_collect_remote(d); /* frees that raced with the orphaning */
+  if (d->state <= 0) {
+    orphan_file_locked(list, d);
+    tessi_unlock(&list->lock);
+    tessi_report_invalid("free", b, "double free");
   }
+  b->next = d->local_free;
+  d->local_free = b;
+  bool empty = --d->state == 0;
+  if (!empty) orphan_file_locked(list, d);
+  tessi_unlock(&list->lock);
+  if (empty) {
+    TESS_STAT_MINE(slabs_done[cls], 1);
+    slab_release(d);
+  }
+  return true;
 }
 
 /* Takes the fullest orphan with room of a locked list, or NULL. */
@@ -359,52 +370,72 @@ static tess_page_t *orphan_pick_locked(orphan_list_t *list) {
   for (unsigned b = ORPHAN_BUCKETS; b-- > 0;) {
     tess_page_t *d = list->bucket[b].first;
     if (d != NULL) {
-      orphan_unfile_locked(list, &list->bucket[b], d);
+      orphan_unfile_locked(list, d);
       return d;
     }
   }
   return NULL;
 }
 
+/* Frees left on the remote stacks of the oldest full orphans (their list
+ * was busy when they were made): collected, and the orphans refiled, or
+ * returned to their partition when that emptied them. A few per take, so
+ * an orphan whose last frees all missed the lock does not stay full. */
+static void orphans_tend_locked(orphan_list_t *list, tess_page_t **released) {
+  tess_page_t *d = list->full.last;
+  for (unsigned n = 0; n < 4 && d != NULL; n++) {
+    tess_page_t *prev = d->prev;
+    if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
+      orphan_unfile_locked(list, d);
+      tessi_slab_collect_remote(d);
+      if (d->state == 0) {
+        d->next = *released;
+        *released = d;
+      } else {
+        orphan_file_locked(list, d);
+      }
+    }
+    d = prev;
+  }
+}
+
 /* The fullest orphan of class cls with room, from h's shard first, now
  * h's; or NULL. A busy shard is passed over and tried once more only if no
- * other one had any, never waited for: the fixed platform can only spin,
- * and a spin on a lock whose holder lost its CPU costs more than the fresh
- * slab the caller takes instead. */
-static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls) {
+ * other one had any, never waited for (unless `wait`, when the region is
+ * out of memory): the fixed platform can only spin, and a spin on a lock
+ * whose holder lost its CPU costs more than the fresh slab the caller
+ * takes instead. h's own shard is tended on the way. */
+static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) {
   orphan_list_t *shards = orphans[cls];
-  tess_page_t *released = NULL, *d = NULL;
+  tess_page_t *d = NULL, *released = NULL;
   unsigned busy = 0; /* bit k: shard h->shard + k was locked when tried */
-  for (unsigned k = 0; k < ORPHAN_SHARDS && d == NULL; k++) {
+  for (unsigned k = 0; k < 2 * ORPHAN_SHARDS && d == NULL; k++) {
+    if (k >= ORPHAN_SHARDS && !(busy & (1u << (k - ORPHAN_SHARDS)))) continue;
     orphan_list_t *list = &shards[(h->shard + k) % ORPHAN_SHARDS];
-    /* our own shard is always looked at, to be tended */
     if (k > 0 && atomic_load_explicit(&list->with_room, memory_order_relaxed) == 0) continue;
-    if (!tessi_trylock(&list->lock)) {
-      busy |= 1u << k;
+    if (k >= ORPHAN_SHARDS && wait) {
+      tessi_lock(&list->lock);
+    } else if (!tessi_trylock(&list->lock)) {
+      busy |= 1u << (k % ORPHAN_SHARDS);
       continue;
     }
-    if (k == 0) orphans_tend_locked(list, cls, &released);
+    if (k == 0) orphans_tend_locked(list, &released);
     d = orphan_pick_locked(list);
+    if (d != NULL) atomic_store_explicit(&d->owner, h, memory_order_relaxed);
     tessi_unlock(&list->lock);
   }
-  for (unsigned k = 0; k < ORPHAN_SHARDS && d == NULL; k++) {
-    if (!(busy & (1u << k))) continue;
-    orphan_list_t *list = &shards[(h->shard + k) % ORPHAN_SHARDS];
-    if (!tessi_trylock(&list->lock)) continue;
-    d = orphan_pick_locked(list);
-    tessi_unlock(&list->lock);
-  }
-  if (released != NULL) {
+  while (released != NULL) {
+    tess_page_t *next = released->next;
     TESS_STAT_ADD(h->stats.slabs_done[cls], 1);
     slab_release(released);
+    released = next;
   }
-  if (d == NULL) return NULL;
-  atomic_store_explicit(&d->owner, h, memory_order_relaxed);
-  tessi_slab_collect_remote(d);
+  if (d != NULL) tessi_slab_collect_remote(d);
   return d;
 }
 
-/* Returns every orphan that has emptied to its partition. */
+/* Frees that raced with orphaning and are still pending: collected, and
+ * orphans that emptied returned to their partition. */
 static void orphans_sweep(void) {
   for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
     orphan_list_t *list = &orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS];
@@ -414,11 +445,14 @@ static void orphans_sweep(void) {
       tess_bin_t *bucket = b < ORPHAN_BUCKETS ? &list->bucket[b] : &list->full;
       for (tess_page_t *d = bucket->first, *next; d != NULL; d = next) {
         next = d->next;
+        if (atomic_load_explicit(&d->remote, memory_order_relaxed) == 0) continue;
+        orphan_unfile_locked(list, d);
         tessi_slab_collect_remote(d);
         if (d->state == 0) {
-          orphan_unfile_locked(list, bucket, d);
           d->next = empty;
           empty = d;
+        } else {
+          orphan_file_locked(list, d);
         }
       }
     }
@@ -459,11 +493,11 @@ again:
     /* full: out of the bin, unless remote frees arrived meanwhile */
     if (tessi_slab_try_detach(d)) {
       bin_remove(h, d);
-      list_push(&h->full, d);
+      tessi_list_push(&h->full, d);
     }
   }
   tessi_purge_if_due();
-  d = orphan_take(h, cls);
+  d = orphan_take(h, cls, reclaimed);
   if (d != NULL) {
     bin_push_front(h, d);
     goto again;
@@ -499,7 +533,7 @@ static void heap_trim(tess_heap_t *h) {
      * before left its block on our delayed list, from where it reaches the
      * slab later. */
     tess_page_t *d = h->full.first;
-    list_unlink(&h->full, d);
+    tessi_list_unlink(&h->full, d);
     d->state &= TESS_STATE_COUNT;
     tessi_slab_collect_remote(d);
     if (d->state == 0) {
@@ -617,6 +651,7 @@ static tess_heap_t *heap_create(void) {
   for (unsigned i = 0; i < TESS_DIRECT_SLOTS; i++) h->direct[i] = &tessi_page_empty;
   for (unsigned c = 0; c < TESS_CLASSES; c++) h->current[c] = &tessi_page_empty;
   h->home = tessi_partition_for_heap();
+  h->span_score = TESS_SPAN_SCORE_MAX / 2;
   static _Atomic(uint32_t) heaps_made;
   h->shard = atomic_fetch_add_explicit(&heaps_made, 1, memory_order_relaxed) % ORPHAN_SHARDS;
   tess_heap_t *first = atomic_load_explicit(&tessi_heaps_made, memory_order_relaxed);

@@ -168,7 +168,12 @@ void tessi_span_init_partition(tess_partition_t *p, bool is_zero);
  * reads as zero. NULL when the partition is full. */
 tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
                               bool *is_zero);
+/* Frees pages of one partition (tessi_pages_free: of any span). */
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
+/* Fixed regions, when no partition alone has room: a run of free pages
+ * across partition boundaries (locks them all). NULL when there is none. */
+tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
+                                     uint8_t kind, bool *is_zero);
 /* Grow an allocated span in place by taking `extra` pages right of it. */
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra);
 /* Purge every partition that has spans overdue; one load when none is.
@@ -181,6 +186,40 @@ void tessi_purge_if_due(void);
 tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t align_pages,
                                uint8_t kind, bool *is_zero, tess_partition_t **from);
 void tessi_pages_free(tess_page_t *head, size_t pages);
+
+/* Doubly linked lists of span heads through their next/prev: a heap's bins,
+ * full list, the orphan lists. */
+static inline void tessi_list_unlink(tess_bin_t *list, tess_page_t *d) {
+  if (d->prev != NULL)
+    d->prev->next = d->next;
+  else
+    list->first = d->next;
+  if (d->next != NULL)
+    d->next->prev = d->prev;
+  else
+    list->last = d->prev;
+  d->next = d->prev = NULL;
+}
+
+static inline void tessi_list_push(tess_bin_t *list, tess_page_t *d) {
+  d->prev = NULL;
+  d->next = list->first;
+  if (list->first != NULL)
+    list->first->prev = d;
+  else
+    list->last = d;
+  list->first = d;
+}
+
+static inline void tessi_list_append(tess_bin_t *list, tess_page_t *d) {
+  d->next = NULL;
+  d->prev = list->last;
+  if (list->last != NULL)
+    list->last->next = d;
+  else
+    list->first = d;
+  list->last = d;
+}
 
 /* ----------------------------------------------------------------- slabs */
 extern tess_page_t tessi_page_empty; /* sentinel: a slab with nothing free */
@@ -199,6 +238,18 @@ bool tessi_slab_try_detach(tess_page_t *d);
 /* ----------------------------------------------------------------- heaps */
 extern __thread tess_heap_t *tessi_tls_heap;
 extern tess_heap_t tessi_heap_empty;
+/* An orphan slab's owner is not a heap but one of these marks (heap.c): the
+ * one of the list it is filed in. */
+#define TESS_ORPHAN_SHARDS 8
+extern char tessi_orphan_marks[TESS_ORPHAN_SHARDS];
+static inline bool tessi_is_orphan_owner(const tess_heap_t *owner) {
+  return (uintptr_t)owner - (uintptr_t)tessi_orphan_marks < TESS_ORPHAN_SHARDS;
+}
+/* The heap that owns a slab, or NULL (an orphan, or a free span). */
+static inline tess_heap_t *tessi_owner_heap(const tess_page_t *d) {
+  tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
+  return tessi_is_orphan_owner(owner) ? NULL : owner;
+}
 
 /* A block of class cls (slow path: refills, new slabs). NULL when out of
  * memory. */
@@ -218,13 +269,24 @@ void tessi_heap_free_block(tess_heap_t *h, tess_page_t *d, tess_block_t *b);
 bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
 /* The heap's cache of freed large spans. Large spans freed by the thread
  * that allocated them are kept by its heap (lengths up to
- * TESS_SPAN_CACHE_PAGES pages, within TESS_HEAP_CACHE bytes), so a thread
- * that allocates and frees large blocks does not take its partition's lock
- * each time. A kept span stays a LARGE span in the partition's eyes, marked
- * TESS_LARGE_CACHED. Take: one of exactly `pages` pages, now h's, or
- * NULL. Keep: false when over budget (free it then). */
-static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
-  if (pages > TESS_SPAN_CACHE_PAGES) return NULL;
+ * TESS_SPAN_CACHE_PAGES pages), so a thread that allocates and frees large
+ * blocks does not take its partition's lock each time. A kept span stays a
+ * LARGE span in the partition's eyes, marked TESS_LARGE_CACHED. Take: one
+ * of exactly `pages` pages, now h's, or NULL. Keep: false when over budget
+ * (free it then).
+ * The budget follows how well the cache works for this heap: each take
+ * that finds a span raises span_score, each that finds none lowers it; at
+ * TESS_SPAN_SCORE_LOW and above the heap may keep TESS_HEAP_CACHE bytes,
+ * below it TESS_SPAN_SMALL. A thread that frees and allocates large blocks
+ * in turn (OE's allocation sample: 99 % found) keeps its spans; one whose
+ * freed spans mostly wait in vain (a burst of mixed sizes: 25 % found)
+ * does not pin them. */
+#define TESS_SPAN_SCORE_MAX 64
+#define TESS_SPAN_SCORE_LOW 16
+#define TESS_SPAN_SMALL ((size_t)32 << 10)
+void tessi_heap_span_shrink(tess_heap_t *h);
+/* A cached span of `pages` pages, out of the cache and h's again; or NULL. */
+static inline tess_page_t *tessi_heap_span_pop(tess_heap_t *h, size_t pages) {
   tess_page_t *d = h->spans[pages];
   if (d == NULL) return NULL;
   h->spans[pages] = d->next;
@@ -234,11 +296,26 @@ static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
   d->large_owner = h;
   return d;
 }
+static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
+  if (pages > TESS_SPAN_CACHE_PAGES) return NULL;
+  tess_page_t *d = tessi_heap_span_pop(h, pages);
+  if (d == NULL) {
+    if (h->span_score > 0 && --h->span_score == TESS_SPAN_SCORE_LOW - 1) tessi_heap_span_shrink(h);
+    return NULL;
+  }
+  h->span_score = TESS_MIN(h->span_score + 1, TESS_SPAN_SCORE_MAX);
+  return d;
+}
+
+static inline size_t tessi_heap_span_budget(const tess_heap_t *h) {
+  return h->span_score >= TESS_SPAN_SCORE_LOW ? tessi_options.heap_cache
+                                              : TESS_MIN(tessi_options.heap_cache, TESS_SPAN_SMALL);
+}
 
 static inline bool tessi_heap_span_keep(tess_heap_t *h, tess_page_t *d) {
   size_t pages = d->u.span.pages;
   if (pages > TESS_SPAN_CACHE_PAGES ||
-      (h->span_pages + pages) << TESS_PAGE_SHIFT > tessi_options.heap_cache) {
+      (h->span_pages + pages) << TESS_PAGE_SHIFT > tessi_heap_span_budget(h)) {
     return false;
   }
   d->flags |= TESS_LARGE_CACHED;
@@ -260,7 +337,7 @@ size_t tessi_heap_pool_length(void);
  * adds are atomic, so that it checks everything else. Threads without a
  * heap count in tessi_stats_shared, atomically. */
 #if defined(TESS_COUNTERS) && !TESS_COUNTERS /* a build measuring their cost */
-#define TESS_STAT_ADD(counter, n) ((void)0)
+#define TESS_STAT_ADD(counter, n) ((void)(n))
 #elif defined(__SANITIZE_THREAD__)
 #define TESS_STAT_ADD(counter, n) ((void)__atomic_fetch_add(&(counter), (n), __ATOMIC_RELAXED))
 #elif defined(__has_feature)
@@ -294,8 +371,9 @@ void tessi_heaps_fork_parent(void);
 void tessi_heaps_fork_child(void);
 
 /* ----------------------------------------------------------------- large */
-void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero);
-void tessi_large_free(tess_region_t *r, tess_page_t *d);
+/* try_cache: look in h's span cache first (false when the caller has). */
+void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bool try_cache);
+void tessi_large_free(tess_page_t *d);
 /* Resize in place (shrink, or grow into a free right neighbour). */
 bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size);
 /* a fresh mapping: reads as zero */
@@ -310,6 +388,10 @@ void tessi_huge_fork_child(void);
 
 /* ----------------------------------------------------------------- stats */
 struct tess_stats;
+/* out[c]: blocks every slab of class c counts out (allocated, or freed by
+ * another thread and still on a list), the current slabs' bias left out.
+ * Walks every region with its partitions locked (check.c). */
+void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES]);
 /* Every counter added up, peaks updated (stats.c). */
 void tessi_stats_merge(struct tess_stats *s);
 /* s as one JSON object (time_ms, pid < 0: no such field); snprintf's

@@ -5,12 +5,12 @@
 
 #include <string.h>
 
-void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero) {
+void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bool try_cache) {
   size_t pages = (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
   size_t align_pages = align > TESS_PAGE_SIZE ? align >> TESS_PAGE_SHIFT : 1;
   if (pages == 0) pages = 1;
   if (pages > UINT32_MAX || align_pages > UINT32_MAX) return NULL;
-  tess_page_t *d = align_pages == 1 ? tessi_heap_span_take(h, pages) : NULL;
+  tess_page_t *d = try_cache && align_pages == 1 ? tessi_heap_span_take(h, pages) : NULL;
   bool is_zero = false;
   if (d == NULL) {
     tessi_purge_if_due();
@@ -27,7 +27,7 @@ void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero) {
   return p;
 }
 
-void tessi_large_free(tess_region_t *r, tess_page_t *d) {
+void tessi_large_free(tess_page_t *d) {
   tess_heap_t *h = tessi_tls_heap;
   size_t bytes = (size_t)d->u.span.pages << TESS_PAGE_SHIFT;
   if (h != &tessi_heap_empty) {
@@ -39,7 +39,7 @@ void tessi_large_free(tess_region_t *r, tess_page_t *d) {
   }
   /* large_owner is never the empty heap: a thread without a heap keeps none */
   if (d->large_owner == h && tessi_heap_span_keep(h, d)) return;
-  tessi_span_free(tessi_partition_of(r, d), d, d->u.span.pages);
+  tessi_pages_free(d, d->u.span.pages);
 }
 
 bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size) {
@@ -50,7 +50,7 @@ bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size) {
   tess_partition_t *p = tessi_partition_of(r, d);
   if (pages < old) {
     d->u.span.pages = (uint32_t)pages;
-    tessi_span_free(p, d + pages, old - pages);
+    tessi_pages_free(d + pages, old - pages);
     return true;
   }
   if (pages > UINT32_MAX || !tessi_span_grow(p, d, old, pages - old)) return false;

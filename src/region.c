@@ -172,7 +172,12 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
     d = alloc_in_region(r, 0, pages, align_pages, kind, is_zero, from);
     if (d != NULL) return d;
   }
-  if (home_region->is_fixed) return NULL; /* the region is all there is */
+  if (home_region->is_fixed) {
+    /* the region is all there is: a run across partitions, or nothing */
+    d = tessi_span_alloc_across(home_region, pages, align_pages, kind, is_zero);
+    if (d != NULL) *from = tessi_partition_of(home_region, d);
+    return d;
+  }
   /* OS mode, every region full: add one, at least as large as the request
    * (with room for its descriptors) */
   size_t need = (pages + align_pages) << TESS_PAGE_SHIFT;
@@ -184,7 +189,16 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
 
 void tessi_pages_free(tess_page_t *head, size_t pages) {
   tess_region_t *r = tessi_region_of((uintptr_t)head);
-  tessi_span_free(tessi_partition_of(r, head), head, pages);
+  tess_partition_t *p = tessi_partition_of(r, head);
+  /* a span from tessi_span_alloc_across goes back piece by piece */
+  for (;;) {
+    size_t here = TESS_MIN(pages, (size_t)(&r->pages[p->end_page] - head));
+    tessi_span_free(p, head, here);
+    if (here == pages) return;
+    head += here;
+    pages -= here;
+    p++;
+  }
 }
 
 void *tessi_meta_alloc(size_t bytes) {

@@ -67,7 +67,11 @@ void tessi_slab_collect_remote(tess_page_t *d) {
     uintptr_t remote = atomic_exchange_explicit(&d->remote, 0, memory_order_acquire);
     tess_block_t *list = (tess_block_t *)(remote & ~TESS_REMOTE_NOTIFY);
     /* remote frees were counted out until now */
-    if (list != NULL) d->state = (int16_t)(d->state - (int16_t)prepend_chain(d, list));
+    if (list != NULL) {
+      uint32_t count = prepend_chain(d, list);
+      d->state = (int16_t)(d->state - (int16_t)count);
+      TESS_STAT_MINE(pending_out[d->size_class], count);
+    }
   }
 }
 

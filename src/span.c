@@ -230,6 +230,103 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
   return head + lead;
 }
 
+/* ------------------------------------------------------ across partitions */
+
+/* The free span that ends at the last page of p, or NULL. */
+static tess_page_t *free_span_at_end(tess_partition_t *p) {
+  tess_page_t *last = end_page(p) - 1;
+  if (last->kind == TESS_PAGE_FREE) return last;
+  if (last->kind == TESS_PAGE_FREE_TAIL) return last - last->u.span.pages;
+  return NULL;
+}
+
+/* The free span that starts at the first page of p, or NULL. */
+static tess_page_t *free_span_at_start(tess_partition_t *p) {
+  tess_page_t *first = first_page(p);
+  return first->kind == TESS_PAGE_FREE ? first : NULL;
+}
+
+/* Free spans of [start, start+pages) back into the partitions they lie in
+ * (their outer neighbours are not free: no coalescing). */
+static void give_back_locked(tess_region_t *r, tess_page_t *start, size_t pages, uint16_t flags) {
+  for (unsigned i = 0; i < r->partition_count && pages > 0; i++) {
+    tess_partition_t *p = &r->partitions[i];
+    if (start >= end_page(p)) continue;
+    size_t here = TESS_MIN(pages, (size_t)(end_page(p) - start));
+    write_free_span(start, here, flags, 0);
+    bin_push(p, start);
+    p->free_pages += here;
+    start += here;
+    pages -= here;
+  }
+}
+
+/* Pages from d to the next multiple of align bytes. */
+static size_t align_lead(const tess_region_t *r, const tess_page_t *d, size_t align) {
+  uintptr_t addr = tessi_page_addr(r, d);
+  return (((addr + align - 1) & ~(align - 1)) - addr) >> TESS_PAGE_SHIFT;
+}
+
+/* A fixed region's last resort, for a request larger than any one
+ * partition can serve: a run of free pages that crosses partition
+ * boundaries (the tail span of one partition, whole free partitions, the
+ * head span of the next). Holds every lock of the region, in order; no
+ * other code holds two partition locks (fork's handlers take them all in
+ * the same order). The block stays one span; tessi_pages_free splits it
+ * again when it is freed. */
+tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
+                                     uint8_t kind, bool *is_zero) {
+  size_t align = (size_t)TESS_MAX(align_pages, (size_t)1) << TESS_PAGE_SHIFT;
+  for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
+  tess_page_t *run = NULL, *found = NULL; /* run: free pages up to the end of a partition */
+  size_t run_pages = 0, lead = 0;
+  for (unsigned i = 0; i < r->partition_count && found == NULL; i++) {
+    tess_partition_t *p = &r->partitions[i];
+    tess_page_t *at_start = free_span_at_start(p);
+    if (run != NULL && at_start != NULL) {
+      run_pages += at_start->u.span.pages; /* the run goes on into p */
+      lead = align_lead(r, run, align);
+      if (run_pages >= lead + pages) {
+        found = run;
+        break;
+      }
+      if (at_start->u.span.pages == p->end_page - p->first_page) continue; /* and past it */
+    }
+    run = free_span_at_end(p); /* a run may start at p's end */
+    run_pages = run != NULL ? (size_t)(end_page(p) - run) : 0;
+    if (run != NULL) {
+      lead = align_lead(r, run, align);
+      if (run_pages >= lead + pages) found = run;
+    }
+  }
+  if (found == NULL) {
+    for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
+    return NULL;
+  }
+  /* take every free span of the run out of its partition, then give back
+   * what lies before and after the block */
+  uint16_t flags = TESS_SPAN_ZERO;
+  for (tess_page_t *d = found; d < found + run_pages;) {
+    tess_partition_t *p = tessi_partition_of(r, d);
+    size_t span = d->u.span.pages;
+    flags = merge_flags(flags, d->flags);
+    bin_remove(p, d);
+    p->free_pages -= span;
+    if (span > 1) clear_desc(d + span - 1);
+    clear_desc(d);
+    d += span;
+  }
+  size_t trail = run_pages - lead - pages;
+  if (lead > 0) give_back_locked(r, found, lead, flags);
+  if (trail > 0) give_back_locked(r, found + lead + pages, trail, flags);
+  found[lead].kind = kind;
+  found[lead].u.span.pages = (uint32_t)pages;
+  for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
+  tessi_span_account((ptrdiff_t)pages);
+  *is_zero = (flags & TESS_SPAN_ZERO) != 0;
+  return found + lead;
+}
+
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra) {
   tess_page_t *right = head + pages;
   if (right >= end_page(p) || (size_t)(end_page(p) - right) < extra) return false;

@@ -3,7 +3,8 @@
  * Each heap counts what its thread does (types.h, tess_heap_stats_t);
  * threads without a heap count in tessi_stats_shared. A read walks the list
  * of every heap ever made and adds up, so nothing on the fast paths is
- * shared. Peaks cannot be summed from per-thread counters, so the merge
+ * shared. Slab frees are not counted at all: the read also walks the slabs
+ * (check.c), whose states count the blocks out, and frees = allocs - live. Peaks cannot be summed from per-thread counters, so the merge
  * itself keeps them: every read, and every time the footprint has grown by
  * 1/64 since the last merge (allocation slow path), updates the peak of
  * each class's live bytes. Plain C and no libc beyond memset: this file is
@@ -29,7 +30,9 @@ static uint64_t load(const uint64_t *counter) { return __atomic_load_n(counter, 
 static uint64_t difference(uint64_t in, uint64_t out) { return in > out ? in - out : 0; }
 
 typedef struct totals_s {
-  uint64_t allocs[TESS_CLASSES], frees[TESS_CLASSES], made[TESS_CLASSES], done[TESS_CLASSES];
+  uint64_t allocs[TESS_CLASSES], made[TESS_CLASSES], done[TESS_CLASSES];
+  uint64_t pending_in[TESS_CLASSES], pending_out[TESS_CLASSES];
+  uint64_t out[TESS_CLASSES]; /* blocks the slab states count out */
   uint64_t span[8]; /* large_allocs .. huge_bytes_out, in struct order */
   uint64_t requested_in, requested_out;
   uint64_t heaps;
@@ -41,7 +44,8 @@ static void add_heap(totals_t *t, const tess_heap_stats_t *s) {
   }
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
     t->allocs[c] += load(&s->allocs[c]);
-    t->frees[c] += load(&s->frees[c]);
+    t->pending_in[c] += load(&s->pending_in[c]);
+    t->pending_out[c] += load(&s->pending_out[c]);
     t->made[c] += load(&s->slabs_made[c]);
     t->done[c] += load(&s->slabs_done[c]);
   }
@@ -71,6 +75,7 @@ static void merge_counters_locked(struct tess_stats *s) {
     add_heap(&t, &h->stats);
     t.heaps++;
   }
+  tessi_slab_blocks_out(t.out);
   s->class_count = TESS_CLASSES;
   s->fixed = tessi_primary->is_fixed;
   s->live_bytes = s->slab_bytes = s->allocs = s->frees = 0;
@@ -80,8 +85,10 @@ static void merge_counters_locked(struct tess_stats *s) {
     cs->block_size = info->block_size;
     cs->slab_pages = info->slab_pages;
     cs->allocs = t.allocs[c];
-    cs->frees = t.frees[c];
-    cs->live_blocks = difference(t.allocs[c], t.frees[c]);
+    /* live: what the slabs count out, less what waits on remote lists */
+    uint64_t pending = difference(t.pending_in[c], t.pending_out[c]);
+    cs->live_blocks = TESS_MIN(difference(t.out[c], pending), t.allocs[c]);
+    cs->frees = t.allocs[c] - cs->live_blocks;
     cs->live_bytes = cs->live_blocks * info->block_size;
     cs->slabs = difference(t.made[c], t.done[c]);
     cs->slab_bytes = (cs->slabs * info->slab_pages) << TESS_PAGE_SHIFT;

@@ -154,12 +154,18 @@ typedef struct tess_bin_s {
 /* Counters of one heap, written only by the thread that holds the heap
  * and read by anyone (stats.c merges them). Slab blocks are counted by
  * class except on the small malloc fast path, which counts by its direct[]
- * slot (no class lookup); frees are counted by the freeing thread's heap,
- * so a heap's allocs - frees may be negative. */
+ * slot (no class lookup). Slab frees are not counted: a slab's state
+ * already counts its blocks out, so stats.c finds the live blocks by
+ * walking the slabs and derives frees = allocs - live; the counters here
+ * only track the frees that other threads left on a slab's remote stack or
+ * a heap's delayed list, which the state still counts as out (pending_in
+ * when pushed, by the freeing thread; pending_out when taken off, by the
+ * thread that does it). So a heap's counters may be negative alone. */
 typedef struct tess_heap_stats_s {
   uint64_t slot_allocs[TESS_DIRECT_SLOTS]; /* the small fast path, by direct[] slot */
   uint64_t allocs[TESS_CLASSES];
-  uint64_t frees[TESS_CLASSES];
+  uint64_t pending_in[TESS_CLASSES];
+  uint64_t pending_out[TESS_CLASSES];
   uint64_t slabs_made[TESS_CLASSES]; /* formatted for the class */
   uint64_t slabs_done[TESS_CLASSES]; /* emptied, no longer of the class */
   uint64_t large_allocs, large_frees, large_bytes_in, large_bytes_out;
@@ -178,6 +184,7 @@ typedef struct tess_heap_s {
   size_t empty_slab_pages;
   tess_page_t *spans[TESS_SPAN_CACHE_PAGES + 1]; /* freed large spans, by length */
   size_t span_pages;
+  uint32_t span_score;           /* how well its span cache works (internal.h) */
   tess_partition_t *home;        /* where new spans come from */
   uint32_t shard;                /* which orphan lists it uses first */
   struct tess_heap_s *next_idle; /* pool links: next is colder */

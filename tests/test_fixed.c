@@ -11,6 +11,10 @@
  *   exhaustion   allocate until NULL (ENOMEM), free everything, allocate
  *                again: within 1% of the first total; in 1 MiB and 64 MiB
  *                regions, with small and with page-span sizes
+ *   big-blocks   blocks larger than a partition (up to nearly the whole
+ *                region; aligned; shrunk by realloc) are served from runs
+ *                of free pages across partition boundaries, and again after
+ *                the small blocks around them were freed
  *   churn        10^5 "enclave calls" over 20 host threads in 64 MiB: each
  *                takes a burst of blocks, keeps some in a shared pool that
  *                other calls free (live bytes stay under 24 MiB), and ends
@@ -204,6 +208,70 @@ static void exhaustion_large(void) {
   exhaustion_in(64 * MiB, mixed_sizes, "mixed sizes");
 }
 
+/* ------------------------------------------------------------ big blocks */
+
+/* The largest block malloc serves now (to 1/64 MiB), which is freed. */
+static size_t largest_block(void) {
+  size_t lo = 0, hi = (size_t)(region_end - region_start);
+  while (hi - lo > (16 << 10)) {
+    size_t mid = lo + (hi - lo) / 2;
+    void *p = tess_malloc(mid);
+    if (p != NULL) {
+      CHECK(inside(p, mid), "block of %zu bytes outside the region", mid);
+      tess_free(p);
+      lo = mid;
+    } else {
+      CHECK(errno == ENOMEM, "NULL without ENOMEM for %zu bytes", mid);
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+static void big_blocks(void) {
+  size_t region = 64 * MiB;
+  init_region(region);
+  size_t first = largest_block();
+  printf("big-blocks: largest block %zu KiB of a %zu KiB region\n", first >> 10, region >> 10);
+  CHECK(first >= region / 100 * 96, "only %zu bytes in one block", first);
+  /* all of it usable, then the same again */
+  char *p = tess_malloc(first);
+  REQUIRE(p != NULL, "the largest block a second time");
+  memset(p, 0x77, first);
+  CHECK_HEAP("with the largest block");
+  char *q = tess_realloc(p, first / 3); /* shrinks in place, gives the rest back */
+  CHECK(q == p && q[first / 3 - 1] == 0x77, "realloc to a third moved or lost the block");
+  void *r = tess_malloc(first / 2);
+  CHECK(r != NULL, "half the region after shrinking a block to a third");
+  tess_free(r);
+  tess_free(q);
+  CHECK_HEAP("after the largest block");
+  /* blocks in every partition (about 16 MiB), then freed: the big block
+   * comes back */
+  block_list_t list = {0};
+  for (size_t i = 0; i < 2000; i++) {
+    if (list.count == list.capacity) {
+      list.capacity = list.capacity ? 2 * list.capacity : 1024;
+      list.ptr = realloc(list.ptr, list.capacity * sizeof(void *));
+      REQUIRE(list.ptr != NULL, "test's own memory");
+    }
+    list.ptr[list.count] = tess_malloc(mixed_sizes(i));
+    REQUIRE(list.ptr[list.count] != NULL, "block %zu", i);
+    list.count++;
+  }
+  free_all(&list);
+  tess_thread_cleanup();
+  size_t again = largest_block();
+  CHECK(again * 100 >= first * 99, "largest block after frees %zu, first %zu", again, first);
+  void *aligned = tess_aligned_alloc(2 * MiB, 40 * MiB);
+  CHECK(aligned != NULL && ((uintptr_t)aligned & (2 * MiB - 1)) == 0 && inside(aligned, 40 * MiB),
+        "40 MiB aligned to 2 MiB: %p", aligned);
+  if (aligned != NULL) memset(aligned, 0x11, 40 * MiB);
+  CHECK_HEAP("with an aligned big block");
+  tess_free(aligned);
+  free(list.ptr);
+}
+
 /* ----------------------------------------------------------------- churn */
 
 #define POOL_SLOTS 12288 /* about 15 MiB of long-lived blocks */
@@ -295,7 +363,7 @@ typedef struct scenario_s {
 
 static const scenario_t scenarios[] = {
     {"integrity", integrity},     {"exhaustion-small", exhaustion_small},
-    {"exhaustion-large", exhaustion_large}, {"churn", churn},
+    {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks}, {"churn", churn},
     {"errors", errors},
 };
 
