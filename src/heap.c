@@ -259,9 +259,9 @@ static void process_delayed(tess_heap_t *h) {
  * an orphan that empties goes back to its partition at once. An orphan
  * never has NOTIFY set, as only an owner detaches a slab. */
 #define ORPHAN_BUCKETS 4
-/* Each class's orphans are split over a few lists by address, and each
- * heap looks at them from its own first, moving on when one is busy, so
- * threads ending or starting calls together do not queue on one lock. */
+/* Each class's orphans are split over a few lists; a heap files and takes
+ * orphans from its own list first, moving on when one is busy, so threads
+ * ending or starting calls together do not queue on one lock. */
 #define ORPHAN_SHARDS 8
 
 typedef struct orphan_list_s {
