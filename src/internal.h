@@ -165,9 +165,10 @@ void tessi_span_os_counts(size_t *dirty, size_t *decommitted);
 void tessi_span_init_partition(tess_partition_t *p, bool is_zero);
 /* Pages from one partition, aligned to align_pages (power of two), the
  * head stamped with `kind` and the length; *is_zero says whether all of it
- * reads as zero. NULL when the partition is full. */
+ * reads as zero. NULL when the partition is full, or (unless `wait`) its
+ * lock is busy. */
 tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
-                              bool *is_zero);
+                              bool *is_zero, bool wait);
 /* Frees pages of one partition (tessi_pages_free: of any span). */
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
 /* Fixed regions, when no partition alone has room: a run of free pages

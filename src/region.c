@@ -90,6 +90,7 @@ static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, b
   r->page_count = page_count;
   r->is_fixed = is_fixed;
   r->partition_count = partitions;
+  r->open_partitions = TESS_MIN(partitions, TESS_FIXED_OPEN_PARTITIONS);
   /* one META span; its interior stays zero like any span's (touching a
    * descriptor per page would commit 1/64 of a large reservation) */
   r->pages[0].kind = TESS_PAGE_META;
@@ -147,12 +148,43 @@ tess_partition_t *tessi_partition_for_heap(void) {
   return &r->partitions[n % r->partition_count];
 }
 
+/* Pages from a fixed region, from its first partitions: a heap starts at
+ * its own among the open ones, passes over busy ones (the fixed platform
+ * can only spin) and then waits for them in turn; when none has room, the
+ * next partition is opened. So the pages ever used (what an enclave's EPC
+ * or a board's RAM must hold, the RSS of an emulated heap) grow with what
+ * is in use, rather than every partition growing its own high-water mark,
+ * while heaps still spread over several locks. */
+static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t pages,
+                                   size_t align_pages, uint8_t kind, bool *is_zero,
+                                   tess_partition_t **from) {
+  uint32_t open = atomic_load_explicit(&r->open_partitions, memory_order_relaxed);
+  for (;;) {
+    for (unsigned round = 0; round < 2; round++) {
+      for (unsigned k = 0; k < open; k++) {
+        tess_partition_t *p = &r->partitions[(start + k) % open];
+        tess_page_t *d = tessi_span_alloc(p, pages, align_pages, kind, is_zero, round == 1);
+        if (d != NULL) {
+          *from = p;
+          return d;
+        }
+      }
+    }
+    if (open >= r->partition_count) return NULL;
+    if (atomic_compare_exchange_strong_explicit(&r->open_partitions, &open, open + 1,
+                                                memory_order_relaxed, memory_order_relaxed)) {
+      open++;
+    }
+  }
+}
+
 static tess_page_t *alloc_in_region(tess_region_t *r, unsigned start, size_t pages,
                                     size_t align_pages, uint8_t kind, bool *is_zero,
                                     tess_partition_t **from) {
+  if (r->is_fixed) return alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from);
   for (unsigned k = 0; k < r->partition_count; k++) {
     tess_partition_t *p = &r->partitions[(start + k) % r->partition_count];
-    tess_page_t *d = tessi_span_alloc(p, pages, align_pages, kind, is_zero);
+    tess_page_t *d = tessi_span_alloc(p, pages, align_pages, kind, is_zero, true);
     if (d != NULL) {
       *from = p;
       return d;

@@ -26,6 +26,18 @@ static inline void clear_desc(tess_page_t *d) {
   *d = zero;
 }
 
+/* Published for tessi_span_alloc's peek without the lock. */
+static void publish_bins_used(tess_partition_t *p) {
+  uint32_t used = 0;
+  for (unsigned w = TESS_SPAN_BINS / 64; w-- > 0;) {
+    if (p->nonempty[w] != 0) {
+      used = w * 64u + 64u - (unsigned)__builtin_clzll(p->nonempty[w]);
+      break;
+    }
+  }
+  atomic_store_explicit(&p->bins_used, used, memory_order_relaxed);
+}
+
 static void bin_push(tess_partition_t *p, tess_page_t *d) {
   unsigned b = bin_of(d->u.span.pages);
   d->prev = NULL;
@@ -33,6 +45,9 @@ static void bin_push(tess_partition_t *p, tess_page_t *d) {
   if (d->next != NULL) d->next->prev = d;
   p->bins[b] = d;
   p->nonempty[b >> 6] |= (uint64_t)1 << (b & 63);
+  if (b >= atomic_load_explicit(&p->bins_used, memory_order_relaxed)) {
+    atomic_store_explicit(&p->bins_used, b + 1, memory_order_relaxed);
+  }
 }
 
 static void bin_remove(tess_partition_t *p, tess_page_t *d) {
@@ -42,7 +57,10 @@ static void bin_remove(tess_partition_t *p, tess_page_t *d) {
   else
     p->bins[b] = d->next;
   if (d->next != NULL) d->next->prev = d->prev;
-  if (p->bins[b] == NULL) p->nonempty[b >> 6] &= ~((uint64_t)1 << (b & 63));
+  if (p->bins[b] == NULL) {
+    p->nonempty[b >> 6] &= ~((uint64_t)1 << (b & 63));
+    if (b + 1 == atomic_load_explicit(&p->bins_used, memory_order_relaxed)) publish_bins_used(p);
+  }
   d->next = d->prev = NULL;
 }
 
@@ -186,10 +204,19 @@ static tess_page_t *find_span(tess_partition_t *p, size_t pages) {
 }
 
 tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
-                              bool *is_zero) {
+                              bool *is_zero, bool wait) {
   size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
   if (need > p->end_page - p->first_page) return NULL;
-  tessi_lock(&p->lock);
+  /* no span of need's bin or above: full for this size (a peek; when
+   * waiting, the lock decides) */
+  if (!wait && atomic_load_explicit(&p->bins_used, memory_order_relaxed) <= bin_of(need)) {
+    return NULL;
+  }
+  if (wait) {
+    tessi_lock(&p->lock);
+  } else if (!tessi_trylock(&p->lock)) {
+    return NULL;
+  }
   tess_page_t *head = find_span(p, need);
   if (head == NULL) {
     tessi_unlock(&p->lock);

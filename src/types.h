@@ -38,6 +38,10 @@
 #define TESS_SPAN_CACHE_PAGES 32 /* large spans a heap may keep: 1..32 pages */
 
 #define TESS_MAX_PARTITIONS 16
+/* Fixed regions: partitions in use from the start (more are opened as
+ * these fill: region.c). Workload B: fewer touch fewer pages, more lose
+ * calls per second to their locks; 8 and 4 touch as few. */
+#define TESS_FIXED_OPEN_PARTITIONS 8
 #define TESS_SPAN_BINS 128 /* free-span size bins (page counts) */
 
 /* ----------------------------------------------------------- page kinds */
@@ -128,6 +132,7 @@ typedef struct tess_partition_s {
   uint32_t next_purge_ms;
   size_t free_pages;
   uint64_t nonempty[TESS_SPAN_BINS / 64]; /* bit b: bins[b] has spans */
+  _Atomic(uint32_t) bins_used;            /* highest b with spans, + 1: a lock-free peek */
   tess_page_t *bins[TESS_SPAN_BINS];
   struct tess_region_s *region;
 } tess_partition_t;
@@ -140,6 +145,7 @@ typedef struct tess_region_s {
   bool is_fixed; /* the user's memory: never decommitted or unmapped */
   uint32_t partition_count;
   _Atomic(uint32_t) next_partition;          /* round robin for new heaps */
+  _Atomic(uint32_t) open_partitions;         /* fixed: the first ones, in use */
   struct tess_region_s *_Atomic next_region; /* OS mode overflow regions */
   tess_partition_t partitions[TESS_MAX_PARTITIONS];
 } tess_region_t;

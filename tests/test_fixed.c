@@ -15,6 +15,10 @@
  *                region; aligned; shrunk by realloc) are served from runs
  *                of free pages across partition boundaries, and again after
  *                the small blocks around them were freed
+ *   low-end      16 threads, each with a heap of its own, hold 4 MiB in
+ *                all: every block lies in the region's first half (the
+ *                partitions a fixed region opens first), so the pages ever
+ *                touched follow what is in use
  *   churn        10^5 "enclave calls" over 20 host threads in 64 MiB: each
  *                takes a burst of blocks, keeps some in a shared pool that
  *                other calls free (live bytes stay under 24 MiB), and ends
@@ -272,6 +276,44 @@ static void big_blocks(void) {
   free(list.ptr);
 }
 
+/* --------------------------------------------------------------- low-end */
+
+#define LOW_END_THREADS 16
+#define LOW_END_BLOCKS 64
+static pthread_barrier_t low_end_barrier;
+
+/* Blocks of 1 KiB (slabs) and 8 KiB (page spans), checked against the
+ * region's first half while every thread still holds its own. */
+static void *low_end_thread(void *arg) {
+  (void)arg;
+  void *blocks[LOW_END_BLOCKS];
+  for (size_t i = 0; i < LOW_END_BLOCKS; i++) {
+    blocks[i] = tess_malloc(i % 2 ? 1024 : 8192);
+    REQUIRE(blocks[i] != NULL, "block %zu", i);
+  }
+  pthread_barrier_wait(&low_end_barrier); /* all heaps exist and hold blocks */
+  for (size_t i = 0; i < LOW_END_BLOCKS; i++) {
+    CHECK((char *)blocks[i] < region_start + (region_end - region_start) / 2,
+          "block %p at offset %td MiB: beyond the partitions opened first", blocks[i],
+          ((char *)blocks[i] - region_start) >> 20);
+  }
+  pthread_barrier_wait(&low_end_barrier);
+  for (size_t i = 0; i < LOW_END_BLOCKS; i++) tess_free(blocks[i]);
+  tess_thread_cleanup();
+  return NULL;
+}
+
+static void low_end(void) {
+  init_region(64 * MiB); /* 16 partitions of 4 MiB */
+  REQUIRE(pthread_barrier_init(&low_end_barrier, NULL, LOW_END_THREADS) == 0, "barrier");
+  pthread_t threads[LOW_END_THREADS];
+  for (size_t i = 0; i < LOW_END_THREADS; i++) {
+    REQUIRE(pthread_create(&threads[i], NULL, low_end_thread, NULL) == 0, "thread %zu", i);
+  }
+  for (size_t i = 0; i < LOW_END_THREADS; i++) pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&low_end_barrier);
+}
+
 /* ----------------------------------------------------------------- churn */
 
 #define POOL_SLOTS 12288 /* about 15 MiB of long-lived blocks */
@@ -363,7 +405,7 @@ typedef struct scenario_s {
 
 static const scenario_t scenarios[] = {
     {"integrity", integrity},     {"exhaustion-small", exhaustion_small},
-    {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks}, {"churn", churn},
+    {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks}, {"low-end", low_end}, {"churn", churn},
     {"errors", errors},
 };
 
