@@ -248,6 +248,8 @@ class Meta:
     started: str = ""
     finished: Optional[str] = None
     command: str = ""
+    #: the repository's commit, "+ changes" when the tree was dirty ("" unknown)
+    commit: str = ""
     machine: Machine = Machine()
     baseline: Optional[str] = None
     fixed_baseline: Optional[str] = None
@@ -325,9 +327,13 @@ def parse_meta(data: Mapping[str, Any]) -> Meta:
     }
     checks = {str(k): str(v) for k, v in _get_dict(data, "conformance_checks").items()
               if isinstance(v, str)}
+    git = _get_dict(data, "git")
+    commit = _get_str(git, "commit")
+    if commit and git.get("dirty") == "yes":
+        commit += " + changes"
     return Meta(tessbench=_get_str(data, "tessbench"), started=_get_str(data, "started"),
                 finished=_get_opt_str(data, "finished"), command=_get_str(data, "command"),
-                machine=machine, baseline=_get_opt_str(data, "baseline"),
+                commit=commit, machine=machine, baseline=_get_opt_str(data, "baseline"),
                 fixed_baseline=_get_opt_str(data, "fixed_baseline"),
                 allocators=allocators, workloads=workloads, threads=threads,
                 repeat=_get_int(data, "repeat"), quick=data.get("quick") is True,

@@ -252,12 +252,15 @@ def machine_info() -> MachineInfo:
 
 
 def git_info(repo: Path = REPO_ROOT) -> GitInfo:
-    """The commit checked out in repo and whether the tree is dirty."""
+    """The commit checked out in repo and whether tracked files differ from it.
+
+    Untracked files (results being written, caches) do not count.
+    """
     rev = first_line(["git", "-C", str(repo), "rev-parse", "HEAD"])
     dirty = None
     try:
-        proc = subprocess.run(["git", "-C", str(repo), "status",
-                               "--porcelain"], text=True, capture_output=True,
+        proc = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
+                               "--untracked-files=no"], text=True, capture_output=True,
                               timeout=30, check=False)
         if proc.returncode == 0:
             dirty = "yes" if proc.stdout.strip() else "no"

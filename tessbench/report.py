@@ -160,6 +160,8 @@ def run_fields(results: Results) -> Fields:
     items.append(("date", f"{started} to {finished}"))
     if meta.tessbench:
         items.append(("tessbench", meta.tessbench))
+    if meta.commit:
+        items.append(("commit", meta.commit))
     threads = meta.threads or tuple(sorted({k[2] for k in results.cells}))
     items.append(("thread counts", ", ".join(str(t) for t in threads) or DASH))
     repeat = str(meta.repeat) if meta.repeat is not None else "unknown"

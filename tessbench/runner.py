@@ -23,8 +23,8 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from tessbench import realprogs
 from tessbench import workloads as wl
-from tessbench.benchlib import (REPO_ROOT, Progress, child_env, machine_info, parse_kv,
-                                run_measured)
+from tessbench.benchlib import (REPO_ROOT, Progress, child_env, git_info, machine_info,
+                                parse_kv, run_measured)
 from tessbench.results import STATUS_OK, RunRow, RunsWriter, write_meta
 
 VERSION = "0.1.0"
@@ -339,6 +339,7 @@ def base_meta(settings: Settings, started: str) -> dict[str, object]:
         "started": started,
         "finished": None,
         "command": settings.command,
+        "git": dict(git_info()),
         "machine": machine(),
         "baseline": settings.baseline,
         "fixed_baseline": settings.fixed_baseline,

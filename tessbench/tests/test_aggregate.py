@@ -252,6 +252,7 @@ class GeoMeanTest(unittest.TestCase):
 META: dict[str, object] = {
     "tessbench": "0.1.0", "started": "2026-01-02T03:04:05+00:00", "finished": None,
     "command": "tessbench run --quick", "baseline": "base",
+    "git": {"commit": "0123abc", "dirty": "yes"},
     "machine": {"cpus": 4, "cpu_model": "Test CPU", "memory_kib": 8388608, "os": "Debian",
                 "kernel": "6.1"},
     "allocators": {"fast": {"version": "2.0", "source": "apt", "kind": "preload",
@@ -272,6 +273,7 @@ class MetaTest(unittest.TestCase):
     def test_parse(self) -> None:
         meta = ag.parse_meta(META)
         self.assertEqual(meta.machine.cpus, 4)
+        self.assertEqual(meta.commit, "0123abc + changes")
         self.assertEqual(meta.machine.memory_kib, 8388608)
         self.assertIsNone(meta.finished)
         self.assertEqual(meta.baseline, "base")
@@ -294,6 +296,7 @@ class MetaTest(unittest.TestCase):
         self.assertEqual(dict(meta.allocators), {})
         self.assertEqual(meta.workloads["w"].unit, "ops")
         self.assertEqual(meta.command, "")
+        self.assertEqual(meta.commit, "")
 
 
 def write_dir(out: Path, meta: Optional[dict[str, object]]) -> None:

@@ -46,6 +46,7 @@ def meta() -> dict[str, object]:
         "tessbench": "0.1.0", "started": "2026-03-04T05:06:07+00:00",
         "finished": "2026-03-04T05:16:07+00:00",
         "command": "tessbench run --threads 1,4 --repeat 2 --allocators glibc,tessalloc",
+        "git": {"commit": "c0ffee1234", "dirty": "no"},
         "machine": {"cpus": 2, "cpu_model": "Synthetic CPU @ 3 GHz", "memory_kib": 16777216,
                     "os": "Debian GNU/Linux 12", "kernel": "6.1.0"},
         "baseline": "glibc",
@@ -164,6 +165,8 @@ class ReportTest(unittest.TestCase):
             self.assertIn("oversubscribed", text)
             self.assertIn("glibc has no fixed-heap plugin", text)
             self.assertIn("2.36", text)
+            self.assertIn("c0ffee1234", text)
+            self.assertNotIn("c0ffee1234 + changes", text)
             self.assertIn("malloc+free pairs", text)
             self.assertIn("footprint_ratio", text)
 
