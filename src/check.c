@@ -214,7 +214,7 @@ __attribute__((no_sanitize("thread")))
 void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES]) {
   memset(out, 0, TESS_CLASSES * sizeof out[0]);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
-    for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
+    tessi_partitions_lock(r);
     size_t end = r->partitions[r->partition_count - 1].end_page;
     for (size_t i = r->partitions[0].first_page; i < end;) {
       tess_page_t *d = &r->pages[i];
@@ -234,7 +234,7 @@ void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES]) {
       }
       i += pages;
     }
-    for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
+    tessi_partitions_unlock(r);
   }
 }
 
@@ -242,9 +242,9 @@ void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES]) {
 static void walk_all(walk_t *w) {
   for (tess_region_t *r = tessi_region_first(); r != NULL && w->error == NULL;
        r = tessi_region_next(r)) {
-    for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
+    tessi_partitions_lock(r);
     walk_region(w, r);
-    for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
+    tessi_partitions_unlock(r);
   }
 }
 

@@ -49,7 +49,9 @@ static bool in_bin(tess_heap_t *h, const tess_page_t *d) {
   return d->prev != NULL || h->bins[d->size_class].first == d;
 }
 
-static void bin_unlink(tess_heap_t *h, tess_page_t *d) { tessi_list_unlink(&h->bins[d->size_class], d); }
+static void bin_unlink(tess_heap_t *h, tess_page_t *d) {
+  tessi_list_unlink(&h->bins[d->size_class], d);
+}
 
 static void bin_remove(tess_heap_t *h, tess_page_t *d) {
   bool was_first = h->bins[d->size_class].first == d;
@@ -96,7 +98,8 @@ void tessi_heap_span_shrink(tess_heap_t *h) {
   for (size_t pages = TESS_SPAN_CACHE_PAGES; pages > 0 && h->span_pages << TESS_PAGE_SHIFT > budget;
        pages--) {
     tess_page_t *d;
-    while (h->span_pages << TESS_PAGE_SHIFT > budget && (d = tessi_heap_span_pop(h, pages)) != NULL) {
+    while (h->span_pages << TESS_PAGE_SHIFT > budget &&
+           (d = tessi_heap_span_pop(h, pages)) != NULL) {
       tessi_pages_free(d, pages);
     }
   }
@@ -266,7 +269,7 @@ static void process_delayed(tess_heap_t *h) {
 
 typedef struct orphan_list_s {
   tess_lock_t lock;
-  _Atomic(uint32_t) with_room; /* slabs in the buckets: a lock-free peek */
+  _Atomic(uint32_t) with_room;       /* slabs in the buckets: a lock-free peek */
   tess_bin_t bucket[ORPHAN_BUCKETS]; /* with room; [ORPHAN_BUCKETS - 1]: fullest */
   tess_bin_t full;                   /* no free block */
 } orphan_list_t;
@@ -377,6 +380,29 @@ static tess_page_t *orphan_pick_locked(orphan_list_t *list) {
   return NULL;
 }
 
+/* Collects the frees on orphan d's remote stack: d is refiled, or, when
+ * that emptied it, put on the chain *released (for orphans_release). */
+static void orphan_collect_locked(orphan_list_t *list, tess_page_t *d, tess_page_t **released) {
+  orphan_unfile_locked(list, d);
+  tessi_slab_collect_remote(d);
+  if (d->state == 0) {
+    d->next = *released;
+    *released = d;
+  } else {
+    orphan_file_locked(list, d);
+  }
+}
+
+/* Returns a chain of emptied orphans to their partitions (no lock held). */
+static void orphans_release(tess_page_t *chain) {
+  while (chain != NULL) {
+    tess_page_t *next = chain->next;
+    TESS_STAT_MINE(slabs_done[chain->size_class], 1);
+    slab_release(chain);
+    chain = next;
+  }
+}
+
 /* Frees left on the remote stacks of the oldest full orphans (their list
  * was busy when they were made): collected, and the orphans refiled, or
  * returned to their partition when that emptied them. A few per take, so
@@ -386,14 +412,7 @@ static void orphans_tend_locked(orphan_list_t *list, tess_page_t **released) {
   for (unsigned n = 0; n < 4 && d != NULL; n++) {
     tess_page_t *prev = d->prev;
     if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
-      orphan_unfile_locked(list, d);
-      tessi_slab_collect_remote(d);
-      if (d->state == 0) {
-        d->next = *released;
-        *released = d;
-      } else {
-        orphan_file_locked(list, d);
-      }
+      orphan_collect_locked(list, d, released);
     }
     d = prev;
   }
@@ -424,12 +443,7 @@ static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) {
     if (d != NULL) atomic_store_explicit(&d->owner, h, memory_order_relaxed);
     tessi_unlock(&list->lock);
   }
-  while (released != NULL) {
-    tess_page_t *next = released->next;
-    TESS_STAT_ADD(h->stats.slabs_done[cls], 1);
-    slab_release(released);
-    released = next;
-  }
+  orphans_release(released);
   if (d != NULL) tessi_slab_collect_remote(d);
   return d;
 }
@@ -445,24 +459,13 @@ static void orphans_sweep(void) {
       tess_bin_t *bucket = b < ORPHAN_BUCKETS ? &list->bucket[b] : &list->full;
       for (tess_page_t *d = bucket->first, *next; d != NULL; d = next) {
         next = d->next;
-        if (atomic_load_explicit(&d->remote, memory_order_relaxed) == 0) continue;
-        orphan_unfile_locked(list, d);
-        tessi_slab_collect_remote(d);
-        if (d->state == 0) {
-          d->next = empty;
-          empty = d;
-        } else {
-          orphan_file_locked(list, d);
+        if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
+          orphan_collect_locked(list, d, &empty);
         }
       }
     }
     tessi_unlock(&list->lock);
-    while (empty != NULL) {
-      tess_page_t *next = empty->next;
-      TESS_STAT_MINE(slabs_done[empty->size_class], 1);
-      slab_release(empty);
-      empty = next;
-    }
+    orphans_release(empty);
   }
 }
 

@@ -109,6 +109,14 @@ tess_region_t *tessi_region_first(void);
 static inline tess_region_t *tessi_region_next(const tess_region_t *r) {
   return atomic_load_explicit(&r->next_region, memory_order_acquire);
 }
+/* Every partition lock of r, taken in order (the only order in which code
+ * holds more than one), and released. */
+static inline void tessi_partitions_lock(tess_region_t *r) {
+  for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
+}
+static inline void tessi_partitions_unlock(tess_region_t *r) {
+  for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
+}
 /* fork: hold every region, partition and metadata lock across fork() */
 void tessi_regions_lock_all(void);
 void tessi_regions_unlock_all(bool in_child);

@@ -260,18 +260,17 @@ void tessi_regions_lock_all(void) {
   tessi_lock(&region_lock);
   tessi_lock(&meta.lock);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
-    for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
+    tessi_partitions_lock(r);
   }
 }
 
 void tessi_regions_unlock_all(bool in_child) {
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
-    for (unsigned i = 0; i < r->partition_count; i++) {
-      if (in_child)
-        tessi_lock_reset(&r->partitions[i].lock);
-      else
-        tessi_unlock(&r->partitions[i].lock);
+    if (!in_child) {
+      tessi_partitions_unlock(r);
+      continue;
     }
+    for (unsigned i = 0; i < r->partition_count; i++) tessi_lock_reset(&r->partitions[i].lock);
   }
   if (in_child) {
     tessi_lock_reset(&meta.lock);

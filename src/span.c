@@ -203,6 +203,12 @@ static tess_page_t *find_span(tess_partition_t *p, size_t pages) {
   return NULL;
 }
 
+/* Pages from d to the next multiple of align bytes. */
+static size_t align_lead(const tess_region_t *r, const tess_page_t *d, size_t align) {
+  uintptr_t addr = tessi_page_addr(r, d);
+  return (((addr + align - 1) & ~(align - 1)) - addr) >> TESS_PAGE_SHIFT;
+}
+
 tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
                               bool *is_zero, bool wait) {
   size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
@@ -227,12 +233,7 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
   uint16_t flags = head->flags;
   uint32_t freed_at = head->u.span.freed_at_ms;
 
-  size_t lead = 0;
-  if (align_pages > 1) {
-    uintptr_t addr = tessi_page_addr(p->region, head);
-    uintptr_t align = (uintptr_t)align_pages << TESS_PAGE_SHIFT;
-    lead = (((addr + align - 1) & ~(align - 1)) - addr) >> TESS_PAGE_SHIFT;
-  }
+  size_t lead = align_pages > 1 ? align_lead(p->region, head, align_pages << TESS_PAGE_SHIFT) : 0;
   size_t trail = total - lead - pages;
   if (total > 1) clear_desc(head + total - 1);
   clear_desc(head);
@@ -288,12 +289,6 @@ static void give_back_locked(tess_region_t *r, tess_page_t *start, size_t pages,
   }
 }
 
-/* Pages from d to the next multiple of align bytes. */
-static size_t align_lead(const tess_region_t *r, const tess_page_t *d, size_t align) {
-  uintptr_t addr = tessi_page_addr(r, d);
-  return (((addr + align - 1) & ~(align - 1)) - addr) >> TESS_PAGE_SHIFT;
-}
-
 /* A fixed region's last resort, for a request larger than any one
  * partition can serve: a run of free pages that crosses partition
  * boundaries (the tail span of one partition, whole free partitions, the
@@ -304,7 +299,7 @@ static size_t align_lead(const tess_region_t *r, const tess_page_t *d, size_t al
 tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
                                      uint8_t kind, bool *is_zero) {
   size_t align = (size_t)TESS_MAX(align_pages, (size_t)1) << TESS_PAGE_SHIFT;
-  for (unsigned i = 0; i < r->partition_count; i++) tessi_lock(&r->partitions[i].lock);
+  tessi_partitions_lock(r);
   tess_page_t *run = NULL, *found = NULL; /* run: free pages up to the end of a partition */
   size_t run_pages = 0, lead = 0;
   for (unsigned i = 0; i < r->partition_count && found == NULL; i++) {
@@ -327,7 +322,7 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
     }
   }
   if (found == NULL) {
-    for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
+    tessi_partitions_unlock(r);
     return NULL;
   }
   /* take every free span of the run out of its partition, then give back
@@ -348,7 +343,7 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
   if (trail > 0) give_back_locked(r, found + lead + pages, trail, flags);
   found[lead].kind = kind;
   found[lead].u.span.pages = (uint32_t)pages;
-  for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
+  tessi_partitions_unlock(r);
   tessi_span_account((ptrdiff_t)pages);
   *is_zero = (flags & TESS_SPAN_ZERO) != 0;
   return found + lead;

@@ -3,8 +3,9 @@
  * Each heap counts what its thread does (types.h, tess_heap_stats_t);
  * threads without a heap count in tessi_stats_shared. A read walks the list
  * of every heap ever made and adds up, so nothing on the fast paths is
- * shared. Slab frees are not counted at all: the read also walks the slabs
- * (check.c), whose states count the blocks out, and frees = allocs - live. Peaks cannot be summed from per-thread counters, so the merge
+ * shared. Slab frees are not counted at all: the read also walks the
+ * slabs (check.c), whose states count the blocks out, and frees = allocs -
+ * live. Peaks cannot be summed from per-thread counters, so the merge
  * itself keeps them: every read, and every time the footprint has grown by
  * 1/64 since the last merge (allocation slow path), updates the peak of
  * each class's live bytes. Plain C and no libc beyond memset: this file is
@@ -33,7 +34,7 @@ typedef struct totals_s {
   uint64_t allocs[TESS_CLASSES], made[TESS_CLASSES], done[TESS_CLASSES];
   uint64_t pending_in[TESS_CLASSES], pending_out[TESS_CLASSES];
   uint64_t out[TESS_CLASSES]; /* blocks the slab states count out */
-  uint64_t span[8]; /* large_allocs .. huge_bytes_out, in struct order */
+  uint64_t span[8];           /* large_allocs .. huge_bytes_out, in struct order */
   uint64_t requested_in, requested_out;
   uint64_t heaps;
 } totals_t;
