@@ -141,12 +141,13 @@ static void walk_slab(walk_t *w, tess_region_t *r, tess_page_t *d) {
   }
 }
 
-/* Walks a region's spans, in address order, its partitions locked. Free
- * spans lie within one partition; a large block may cross partitions
- * (tessi_span_alloc_across). */
+/* Walks the spans of a region's open partitions, in address order, its
+ * partitions locked. Free spans lie within one partition; a large block
+ * may cross partitions (tessi_span_alloc_across). */
 static void walk_region(walk_t *w, tess_region_t *r) {
   size_t free_pages[TESS_MAX_PARTITIONS] = {0};
-  size_t end = r->partitions[r->partition_count - 1].end_page;
+  unsigned open = tessi_open_partitions(r);
+  size_t end = r->partitions[open - 1].end_page;
   unsigned at = 0; /* partition of page i */
   for (size_t i = r->partitions[0].first_page;
        i < end && w->error == NULL && w->visit_result == 0;) {
@@ -196,7 +197,7 @@ static void walk_region(walk_t *w, tess_region_t *r) {
     }
     i += pages;
   }
-  for (unsigned k = 0; k < r->partition_count && w->error == NULL && w->visit_result == 0; k++) {
+  for (unsigned k = 0; k < open && w->error == NULL && w->visit_result == 0; k++) {
     if (free_pages[k] != r->partitions[k].free_pages) {
       fail(w, "partition: free pages do not match its count",
            tessi_page_addr(r, &r->pages[r->partitions[k].first_page]), false);
@@ -215,7 +216,7 @@ void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES]) {
   memset(out, 0, TESS_CLASSES * sizeof out[0]);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     tessi_partitions_lock(r);
-    size_t end = r->partitions[r->partition_count - 1].end_page;
+    size_t end = r->partitions[tessi_open_partitions(r) - 1].end_page;
     for (size_t i = r->partitions[0].first_page; i < end;) {
       tess_page_t *d = &r->pages[i];
       size_t pages = 1;

@@ -81,11 +81,16 @@ static inline bool tessi_is_block_start(uint64_t off, uint64_t div_magic) {
 }
 
 /* ------------------------------------------------------------- regions */
-/* The primary region, copied into plain globals for the free() fast path
- * (each is one rip-relative load). base and size are 0 before init, so
- * every pointer then takes the slow path. */
+/* The primary region, copied into globals for the free() fast path (each
+ * is one rip-relative load). base and size are 0 before init, so every
+ * pointer then takes the slow path. The size is that of the partitions
+ * opened so far (a fixed region opens them as they fill, and lays their
+ * descriptors only then): a pointer beyond is not ours. */
 extern uintptr_t tessi_primary_base;
-extern size_t tessi_primary_size;
+extern _Atomic(size_t) tessi_primary_size;
+static inline size_t tessi_primary_extent(void) {
+  return atomic_load_explicit(&tessi_primary_size, memory_order_relaxed);
+}
 extern tess_page_t *tessi_primary_pages;
 extern tess_region_t *tessi_primary;
 
@@ -109,6 +114,11 @@ tess_region_t *tessi_region_first(void);
 static inline tess_region_t *tessi_region_next(const tess_region_t *r) {
   return atomic_load_explicit(&r->next_region, memory_order_acquire);
 }
+/* Partitions of r in use, from the first (a fixed region opens them as
+ * they fill; only their descriptors are laid). */
+static inline unsigned tessi_open_partitions(tess_region_t *r) {
+  return atomic_load_explicit(&r->open_partitions, memory_order_acquire);
+}
 /* Every partition lock of r, taken in order (the only order in which code
  * holds more than one), and released. */
 static inline void tessi_partitions_lock(tess_region_t *r) {
@@ -123,7 +133,7 @@ void tessi_regions_unlock_all(bool in_child);
 
 /* Region of a descriptor (the primary one, usually). */
 static inline tess_region_t *tessi_region_of_page(const tess_page_t *d) {
-  if ((uintptr_t)d - tessi_primary_base < tessi_primary_size) return tessi_primary;
+  if ((uintptr_t)d - tessi_primary_base < tessi_primary_extent()) return tessi_primary;
   return tessi_region_of((uintptr_t)d);
 }
 

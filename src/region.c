@@ -6,7 +6,7 @@
 #include <string.h>
 
 uintptr_t tessi_primary_base;
-size_t tessi_primary_size;
+_Atomic(size_t) tessi_primary_size;
 tess_page_t *tessi_primary_pages;
 tess_region_t *tessi_primary;
 
@@ -14,6 +14,9 @@ tess_region_t *tessi_primary;
  * the list without a lock. */
 static tess_region_t *_Atomic region_list;
 static tess_lock_t region_lock;
+/* Taken to open a partition of a fixed region (after meta.lock, before any
+ * partition lock). */
+static tess_lock_t open_lock;
 
 /* Heap structs and other never-freed metadata, bump-allocated from META
  * spans. */
@@ -28,7 +31,7 @@ tess_region_t *tessi_region_first(void) {
 
 tess_region_t *tessi_region_of(uintptr_t a) {
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
-    if (a - r->base < r->size) return r;
+    if (a - r->base < atomic_load_explicit(&r->open_size, memory_order_relaxed)) return r;
   }
   return NULL;
 }
@@ -69,8 +72,30 @@ static unsigned default_partitions(size_t size, bool is_fixed) {
   return TESS_MIN(n, (unsigned)TESS_MAX_PARTITIONS);
 }
 
+/* Pages from the region's start through the descriptor of page `page`
+ * (exclusive): the header and the descriptors laid so far. */
+static size_t meta_pages_through(const tess_region_t *r, size_t page) {
+  uintptr_t end = (uintptr_t)(r->pages + page);
+  return (end - r->base + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+}
+
+/* Lays partition p's descriptors (zero, unless the memory was) and its one
+ * free span. Its lock is held: walkers may lock every partition. */
+static void partition_lay(tess_region_t *r, tess_partition_t *p) {
+  tessi_lock(&p->lock);
+  if (!r->fresh_zero) {
+    memset(&r->pages[p->first_page], 0,
+           (size_t)(p->end_page - p->first_page) * sizeof(tess_page_t));
+  }
+  tessi_span_init_partition(p, r->fresh_zero);
+  tessi_unlock(&p->lock);
+}
+
 /* Lays a region over [start, start+size) (page-aligned): header,
- * descriptors, partitions. NULL when it is too small to hold them. */
+ * descriptors, partitions. A fixed region lays only the descriptors of the
+ * partitions it opens first (region_open_next lays the others): in a
+ * region of 64 MiB, 512 KiB of descriptors that are never written until
+ * they are needed. NULL when it is too small to hold them. */
 static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero) {
   size_t page_count = size >> TESS_PAGE_SHIFT;
   if (page_count > UINT32_MAX) page_count = UINT32_MAX;
@@ -83,16 +108,19 @@ static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, b
 
   tess_region_t *r = (tess_region_t *)start;
   /* the user's memory holds anything; our own fresh mapping is zero */
-  if (!is_zero) memset(r, 0, meta_pages << TESS_PAGE_SHIFT);
+  if (!is_zero) memset(r, 0, header);
   r->base = start;
   r->size = page_count << TESS_PAGE_SHIFT;
   r->pages = (tess_page_t *)(start + header);
   r->page_count = page_count;
   r->is_fixed = is_fixed;
+  r->fresh_zero = is_zero;
   r->partition_count = partitions;
-  r->open_partitions = TESS_MIN(partitions, TESS_FIXED_OPEN_PARTITIONS);
+  unsigned open = is_fixed ? TESS_MIN(partitions, TESS_FIXED_OPEN_PARTITIONS) : partitions;
+  r->open_partitions = open;
   /* one META span; its interior stays zero like any span's (touching a
    * descriptor per page would commit 1/64 of a large reservation) */
+  if (!is_zero) memset(r->pages, 0, meta_pages * sizeof(tess_page_t));
   r->pages[0].kind = TESS_PAGE_META;
   r->pages[0].u.span.pages = (uint32_t)meta_pages;
 
@@ -103,12 +131,14 @@ static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, b
     p->region = r;
     p->first_page = first + i * each;
     p->end_page = i + 1 == partitions ? (uint32_t)page_count : p->first_page + each;
-    tessi_span_init_partition(p, is_zero);
+    if (i < open) partition_lay(r, p);
   }
+  size_t open_end = r->partitions[open - 1].end_page;
+  r->open_size = open_end << TESS_PAGE_SHIFT;
   /* in a fixed region the header and descriptors take real memory from
-   * the heap; in OS mode they are address space, touched in proportion to
-   * the pages in use */
-  if (is_fixed) tessi_span_account((ptrdiff_t)meta_pages);
+   * the heap (those laid so far); in OS mode they are address space,
+   * touched in proportion to the pages in use */
+  if (is_fixed) tessi_span_account((ptrdiff_t)meta_pages_through(r, open_end));
   return r;
 }
 
@@ -148,6 +178,29 @@ tess_partition_t *tessi_partition_for_heap(void) {
   return &r->partitions[n % r->partition_count];
 }
 
+/* Opens partition `open` of fixed region r, unless another thread did:
+ * its descriptors are laid, then it is counted open (a thread that sees
+ * the count sees them). Returns how many are open. */
+static uint32_t region_open_next(tess_region_t *r, uint32_t open) {
+  tessi_lock(&open_lock);
+  uint32_t now = atomic_load_explicit(&r->open_partitions, memory_order_relaxed);
+  if (now == open && open < r->partition_count) {
+    tess_partition_t *p = &r->partitions[open];
+    partition_lay(r, p);
+    tessi_span_account(
+        (ptrdiff_t)(meta_pages_through(r, p->end_page) - meta_pages_through(r, p->first_page)));
+    size_t open_size = (size_t)p->end_page << TESS_PAGE_SHIFT;
+    atomic_store_explicit(&r->open_size, open_size, memory_order_release);
+    if (r == tessi_primary) {
+      atomic_store_explicit(&tessi_primary_size, open_size, memory_order_release);
+    }
+    now = open + 1;
+    atomic_store_explicit(&r->open_partitions, now, memory_order_release);
+  }
+  tessi_unlock(&open_lock);
+  return now;
+}
+
 /* Pages from a fixed region, from its first partitions: a heap starts at
  * its own among the open ones, passes over busy ones (the fixed platform
  * can only spin) and then waits for them in turn; when none has room, the
@@ -158,7 +211,7 @@ tess_partition_t *tessi_partition_for_heap(void) {
 static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t pages,
                                    size_t align_pages, uint8_t kind, bool *is_zero,
                                    tess_partition_t **from) {
-  uint32_t open = atomic_load_explicit(&r->open_partitions, memory_order_relaxed);
+  uint32_t open = atomic_load_explicit(&r->open_partitions, memory_order_acquire);
   for (;;) {
     for (unsigned round = 0; round < 2; round++) {
       for (unsigned k = 0; k < open; k++) {
@@ -171,10 +224,7 @@ static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t page
       }
     }
     if (open >= r->partition_count) return NULL;
-    if (atomic_compare_exchange_strong_explicit(&r->open_partitions, &open, open + 1,
-                                                memory_order_relaxed, memory_order_relaxed)) {
-      open++;
-    }
+    open = region_open_next(r, open);
   }
 }
 
@@ -259,6 +309,7 @@ void *tessi_meta_alloc(size_t bytes) {
 void tessi_regions_lock_all(void) {
   tessi_lock(&region_lock);
   tessi_lock(&meta.lock);
+  tessi_lock(&open_lock);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     tessi_partitions_lock(r);
   }
@@ -273,9 +324,11 @@ void tessi_regions_unlock_all(bool in_child) {
     for (unsigned i = 0; i < r->partition_count; i++) tessi_lock_reset(&r->partitions[i].lock);
   }
   if (in_child) {
+    tessi_lock_reset(&open_lock);
     tessi_lock_reset(&meta.lock);
     tessi_lock_reset(&region_lock);
   } else {
+    tessi_unlock(&open_lock);
     tessi_unlock(&meta.lock);
     tessi_unlock(&region_lock);
   }

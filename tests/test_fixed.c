@@ -19,6 +19,13 @@
  *                all: every block lies in the region's first half (the
  *                partitions a fixed region opens first), so the pages ever
  *                touched follow what is in use
+ *   lazy         a 64 MiB region lays the page descriptors of the
+ *                partitions it has not opened yet only when it opens them:
+ *                right after init its footprint is under 3/4 of the 1 MiB
+ *                of descriptors, and the last of them still hold the fill
+ *                pattern; a free into a partition not yet open is reported
+ *                (SIGABRT), not obeyed; filling the region opens them all,
+ *                and the heap checks out
  *   churn        10^5 "enclave calls" over 20 host threads in 64 MiB: each
  *                takes a burst of blocks, keeps some in a shared pool that
  *                other calls free (live bytes stay under 24 MiB), and ends
@@ -38,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -314,6 +322,63 @@ static void low_end(void) {
   pthread_barrier_destroy(&low_end_barrier);
 }
 
+/* ------------------------------------------------------------------ lazy */
+
+static size_t footprint_now(void) {
+  struct tess_stats s;
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  return (size_t)s.footprint;
+}
+
+/* Bytes at p, n of them, all still FILL. */
+static bool untouched(const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if ((unsigned char)p[i] != FILL) return false;
+  }
+  return true;
+}
+
+static void lazy(void) {
+  init_region(64 * MiB); /* 16384 pages: 1 MiB of 64-byte descriptors */
+  void *first = tess_malloc(100);
+  REQUIRE(first != NULL, "a first block");
+  size_t at_start = footprint_now();
+  printf("lazy: footprint %zu KiB after init\n", at_start >> 10);
+  CHECK(at_start < 768 << 10, "footprint %zu after init: every descriptor was laid", at_start);
+  /* the descriptors of the last partitions, near the end of the first MiB */
+  const char *tail = region_start + 960 * 1024;
+  CHECK(untouched(tail, 32 << 10), "descriptors of partitions not open were written");
+  /* a block address in the last partition, not handed out yet */
+  void *bogus = region_end - 2 * MiB - ((uintptr_t)region_end & 4095);
+  fflush(stdout);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0, "fork");
+  if (pid == 0) {
+    freopen("/dev/null", "w", stderr);
+    tess_free(bogus);
+    _exit(0);
+  }
+  int status;
+  REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+        "free of %p, in a partition not open, was not reported (status %#x)", bogus, status);
+  CHECK(untouched(tail, 32 << 10), "a bad free wrote descriptors of partitions not open");
+  /* filling the region opens every partition */
+  block_list_t list = {0};
+  size_t total = fill_up(&list, mixed_sizes);
+  size_t full = footprint_now();
+  printf("lazy: %zu MiB of blocks, footprint %zu KiB when full\n", total >> 20, full >> 10);
+  CHECK(total > 56 * MiB, "only %zu bytes fit", total);
+  CHECK(!untouched(tail, 32 << 10), "the last descriptors are not laid in a full region");
+  CHECK_HEAP("full");
+  free_all(&list);
+  tess_free(first);
+  tess_thread_cleanup();
+  CHECK_HEAP("emptied");
+  CHECK(footprint_now() < full / 8, "footprint %zu after freeing everything", footprint_now());
+  free(list.ptr);
+}
+
 /* ----------------------------------------------------------------- churn */
 
 #define POOL_SLOTS 12288 /* about 15 MiB of long-lived blocks */
@@ -405,7 +470,7 @@ typedef struct scenario_s {
 
 static const scenario_t scenarios[] = {
     {"integrity", integrity},     {"exhaustion-small", exhaustion_small},
-    {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks}, {"low-end", low_end}, {"churn", churn},
+    {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks}, {"low-end", low_end}, {"lazy", lazy}, {"churn", churn},
     {"errors", errors},
 };
 
