@@ -713,7 +713,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              ""])
 
     meta: Meta = {
-        **common_meta(command, started, finished, machine_info(), args.build),
+        **common_meta(command, started, finished, machine_info(), args.build, out),
         "valgrind": (first_line(["valgrind", "--version"])
                      if do_callgrind else None),
         "allocators": [

@@ -95,7 +95,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"stats_cost: {e}", file=sys.stderr)
         return 1
     finished = datetime.datetime.now(datetime.timezone.utc)
-    meta = common_meta(command, started, finished, machine_info(), args.build)
+    meta = common_meta(command, started, finished, machine_info(), args.build,
+                       args.out)
     lines = header_lines("tessalloc statistics counters: fast-path cost", meta)
     lines += ["", "Instructions per malloc+free pair (callgrind, bench/pair, "
               "(Ir(N2) - Ir(N1)) / (N2 - N1) with N1, N2 = "

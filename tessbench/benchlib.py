@@ -251,17 +251,19 @@ def machine_info() -> MachineInfo:
     }
 
 
-def git_info(repo: Path = REPO_ROOT) -> GitInfo:
+def git_info(repo: Path = REPO_ROOT, results: Optional[Path] = None) -> GitInfo:
     """The commit checked out in repo and whether tracked files differ from it.
 
-    Untracked files (results being written, caches) do not count.
+    Untracked files (caches) do not count, nor do files under `results`
+    (the run's own output, rewritten before this is asked).
     """
     rev = first_line(["git", "-C", str(repo), "rev-parse", "HEAD"])
     dirty = None
+    cmd = ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"]
+    if results is not None:
+        cmd += ["--", ".", f":(exclude){Path(results).resolve()}"]
     try:
-        proc = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
-                               "--untracked-files=no"], text=True, capture_output=True,
-                              timeout=30, check=False)
+        proc = subprocess.run(cmd, text=True, capture_output=True, timeout=30, check=False)
         if proc.returncode == 0:
             dirty = "yes" if proc.stdout.strip() else "no"
     except (OSError, subprocess.TimeoutExpired):
@@ -289,8 +291,12 @@ def command_line(argv: Optional[Sequence[str]], script: str) -> str:
 
 def common_meta(command: str, started: datetime.datetime,
                 finished: datetime.datetime, machine: MachineInfo,
-                build: Path) -> CommonMeta:
-    """The first keys of meta.json: command, dates, machine, git, compiler."""
+                build: Path, results: Optional[Path] = None) -> CommonMeta:
+    """The first keys of meta.json: command, dates, machine, git, compiler.
+
+    results: the run's output directory, whose files do not make the
+    working tree dirty.
+    """
     return {
         "command": command,
         "wrapper_command": os.environ.get("TESSBENCH_COMMAND"),
@@ -298,7 +304,7 @@ def common_meta(command: str, started: datetime.datetime,
         "started_utc": started.isoformat(timespec="seconds"),
         "finished_utc": finished.isoformat(timespec="seconds"),
         "machine": machine,
-        "git": git_info(),
+        "git": git_info(results=results),
         "compiler": compiler_info(build),
     }
 

@@ -1081,7 +1081,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                 out / f"b_{host}_footprint.png")
 
     meta: EnclaveMeta = {
-        **common_meta(command, started, finished, machine, args.build),
+        **common_meta(command, started, finished, machine, args.build, out),
         "enclave_bench": str(bench),
         "allocators": [dataclasses.asdict(p) for p in plugins],
         "skipped": skipped,

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 import tempfile
 import unittest
 from pathlib import Path
 
 from tessbench import runner
 from tessbench import workloads as wl
+from tessbench.benchlib import git_info
 from tessbench.results import RUN_COLUMNS, RunRow, RunsWriter, format_cell, read_runs, write_meta
 
 
@@ -235,3 +237,29 @@ class RunProgramTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GitInfoTest(unittest.TestCase):
+    """meta.json's git entry: a run's own results do not make the tree dirty."""
+
+    def git(self, repo: Path, *args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                        *args], check=True, capture_output=True)
+
+    def test_results_directory_is_not_dirt(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            repo = Path(tmp)
+            (repo / "results").mkdir()
+            (repo / "src.c").write_text("int x;\n")
+            (repo / "results" / "summary.md").write_text("old\n")
+            self.git(repo, "init", "-q")
+            self.git(repo, "add", ".")
+            self.git(repo, "commit", "-q", "-m", "c")
+            clean = git_info(repo, results=repo / "results")
+            self.assertEqual(clean["dirty"], "no")
+            self.assertEqual(len(clean["commit"] or ""), 40)
+            (repo / "results" / "summary.md").write_text("new\n")
+            self.assertEqual(git_info(repo)["dirty"], "yes")
+            self.assertEqual(git_info(repo, results=repo / "results")["dirty"], "no")
+            (repo / "src.c").write_text("int y;\n")
+            self.assertEqual(git_info(repo, results=repo / "results")["dirty"], "yes")
