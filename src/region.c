@@ -94,8 +94,8 @@ static void partition_lay(tess_region_t *r, tess_partition_t *p) {
 /* Lays a region over [start, start+size) (page-aligned): header,
  * descriptors, partitions. A fixed region lays only the descriptors of the
  * partitions it opens first (region_open_next lays the others): in a
- * region of 64 MiB, 512 KiB of descriptors that are never written until
- * they are needed. NULL when it is too small to hold them. */
+ * region of 64 MiB, half of its 1 MiB of descriptors is not written until
+ * it is needed. NULL when it is too small to hold them. */
 static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero) {
   size_t page_count = size >> TESS_PAGE_SHIFT;
   if (page_count > UINT32_MAX) page_count = UINT32_MAX;
