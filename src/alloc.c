@@ -249,7 +249,7 @@ static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) 
 void tess_free(void *p) {
   /* NULL and pointers outside the primary region fail the range test */
   uintptr_t offset = (uintptr_t)p - tessi_primary_base;
-  if (TESS_UNLIKELY(offset >= tessi_primary_extent())) {
+  if (TESS_UNLIKELY(tessi_beyond_primary(offset))) {
     free_slow(p, "free");
     return;
   }

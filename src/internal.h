@@ -91,6 +91,21 @@ extern _Atomic(size_t) tessi_primary_size;
 static inline size_t tessi_primary_extent(void) {
   return atomic_load_explicit(&tessi_primary_size, memory_order_relaxed);
 }
+/* offset (from the primary base) >= the extent: free()'s range test. GCC
+ * loads an atomic into a register before comparing; on x86-64 the relaxed
+ * load is any load, so one `cmp` with the global as its memory operand
+ * does both (an instruction less on the free fast path). */
+static inline bool tessi_beyond_primary(uintptr_t offset) {
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  bool beyond;
+  __asm__("cmpq %1, %2"
+          : "=@ccae"(beyond)
+          : "m"(*(const size_t *)&tessi_primary_size), "r"(offset));
+  return beyond;
+#else
+  return offset >= tessi_primary_extent();
+#endif
+}
 extern tess_page_t *tessi_primary_pages;
 extern tess_region_t *tessi_primary;
 
@@ -118,6 +133,11 @@ static inline tess_region_t *tessi_region_next(const tess_region_t *r) {
  * they fill; only their descriptors are laid). */
 static inline unsigned tessi_open_partitions(tess_region_t *r) {
   return atomic_load_explicit(&r->open_partitions, memory_order_acquire);
+}
+/* Bytes from r's base through its last open partition: its pages beyond
+ * have no descriptors yet, so no pointer there is ours. */
+static inline size_t tessi_region_extent(tess_region_t *r) {
+  return (size_t)r->partitions[tessi_open_partitions(r) - 1].end_page << TESS_PAGE_SHIFT;
 }
 /* Every partition lock of r, taken in order (the only order in which code
  * holds more than one), and released. */

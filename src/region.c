@@ -31,7 +31,7 @@ tess_region_t *tessi_region_first(void) {
 
 tess_region_t *tessi_region_of(uintptr_t a) {
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
-    if (a - r->base < atomic_load_explicit(&r->open_size, memory_order_relaxed)) return r;
+    if (a - r->base < tessi_region_extent(r)) return r;
   }
   return NULL;
 }
@@ -108,7 +108,7 @@ static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, b
 
   tess_region_t *r = (tess_region_t *)start;
   /* the user's memory holds anything; our own fresh mapping is zero */
-  if (!is_zero) memset(r, 0, header);
+  if (!is_zero) memset(r, 0, header + meta_pages * sizeof(tess_page_t));
   r->base = start;
   r->size = page_count << TESS_PAGE_SHIFT;
   r->pages = (tess_page_t *)(start + header);
@@ -120,7 +120,6 @@ static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, b
   r->open_partitions = open;
   /* one META span; its interior stays zero like any span's (touching a
    * descriptor per page would commit 1/64 of a large reservation) */
-  if (!is_zero) memset(r->pages, 0, meta_pages * sizeof(tess_page_t));
   r->pages[0].kind = TESS_PAGE_META;
   r->pages[0].u.span.pages = (uint32_t)meta_pages;
 
@@ -133,12 +132,12 @@ static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, b
     p->end_page = i + 1 == partitions ? (uint32_t)page_count : p->first_page + each;
     if (i < open) partition_lay(r, p);
   }
-  size_t open_end = r->partitions[open - 1].end_page;
-  r->open_size = open_end << TESS_PAGE_SHIFT;
   /* in a fixed region the header and descriptors take real memory from
    * the heap (those laid so far); in OS mode they are address space,
    * touched in proportion to the pages in use */
-  if (is_fixed) tessi_span_account((ptrdiff_t)meta_pages_through(r, open_end));
+  if (is_fixed) {
+    tessi_span_account((ptrdiff_t)meta_pages_through(r, r->partitions[open - 1].end_page));
+  }
   return r;
 }
 
@@ -189,10 +188,9 @@ static uint32_t region_open_next(tess_region_t *r, uint32_t open) {
     partition_lay(r, p);
     tessi_span_account(
         (ptrdiff_t)(meta_pages_through(r, p->end_page) - meta_pages_through(r, p->first_page)));
-    size_t open_size = (size_t)p->end_page << TESS_PAGE_SHIFT;
-    atomic_store_explicit(&r->open_size, open_size, memory_order_release);
     if (r == tessi_primary) {
-      atomic_store_explicit(&tessi_primary_size, open_size, memory_order_release);
+      atomic_store_explicit(&tessi_primary_size, (size_t)p->end_page << TESS_PAGE_SHIFT,
+                            memory_order_release);
     }
     now = open + 1;
     atomic_store_explicit(&r->open_partitions, now, memory_order_release);

@@ -146,7 +146,6 @@ typedef struct tess_region_s {
   uint32_t partition_count;
   _Atomic(uint32_t) next_partition;          /* round robin for new heaps */
   _Atomic(uint32_t) open_partitions;         /* fixed: the first ones, in use */
-  _Atomic(size_t) open_size;                 /* bytes from base through the last open partition */
   bool fresh_zero;                           /* the memory was zero when given */
   struct tess_region_s *_Atomic next_region; /* OS mode overflow regions */
   tess_partition_t partitions[TESS_MAX_PARTITIONS];
