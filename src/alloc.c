@@ -115,10 +115,9 @@ static void after_slow_alloc(void) {
 }
 
 /* a large block allocated by h (a thread allocating one has a heap) */
-static inline void count_large(tess_heap_t *h, size_t size) {
-  size_t pages = TESS_MAX((size_t)1, (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT);
+static inline void count_large(tess_heap_t *h, const tess_page_t *d) {
   TESS_STAT_ADD(h->stats.large_allocs, 1);
-  TESS_STAT_ADD(h->stats.large_bytes_in, pages << TESS_PAGE_SHIFT);
+  TESS_STAT_ADD(h->stats.large_bytes_in, (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
 }
 
 /* Any size, any alignment (power of two): slab, large or huge. */
@@ -129,7 +128,7 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
   if (own != &tessi_heap_empty && align == 0 && size > tessi_slab_limit) {
     tess_page_t *d = tessi_heap_span_take(own, (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT);
     if (d != NULL) {
-      count_large(own, size);
+      count_large(own, d);
       void *p = (void *)tessi_page_addr(tessi_region_of_page(d), d);
       return zero ? memset(p, 0, size) : p;
     }
@@ -157,8 +156,12 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
   } else {
     tess_heap_t *h = heap_or_acquire();
     /* the span cache of our own heap was looked at above (align 0) */
-    if (h != NULL) p = tessi_large_alloc(h, size, align, zero, h != own || align != 0);
-    if (p != NULL) count_large(h, size);
+    tess_page_t *d =
+        h != NULL ? tessi_large_alloc(h, size, align, zero, h != own || align != 0) : NULL;
+    if (d != NULL) {
+      count_large(h, d);
+      p = (void *)tessi_page_addr(tessi_region_of_page(d), d);
+    }
   }
   if (p != NULL) after_slow_alloc();
   return p != NULL ? p : fail_nomem();

@@ -311,18 +311,24 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
  * TESS_SPAN_CACHE_PAGES pages), so a thread that allocates and frees large
  * blocks does not take its partition's lock each time. A kept span stays a
  * LARGE span in the partition's eyes, marked TESS_LARGE_CACHED. Take: one
- * of exactly `pages` pages, now h's, or NULL. Keep: false when over budget
- * (free it then).
+ * of at least `pages` pages (below), now h's, or NULL. Keep: false when
+ * over budget (free it then).
  * The budget follows how well the cache works for this heap: each take
  * that finds a span raises span_score, each that finds none lowers it; at
  * TESS_SPAN_SCORE_LOW and above the heap may keep TESS_HEAP_CACHE bytes,
  * below it TESS_SPAN_SMALL. A thread that frees and allocates large blocks
  * in turn (OE's allocation sample: 99 % found) keeps its spans; one whose
  * freed spans mostly wait in vain (a burst of mixed sizes: 25 % found)
- * does not pin them. */
+ * does not pin them.
+ * A heap whose cache works takes a span up to TESS_SPAN_SLACK pages longer
+ * when it keeps none of the exact length. Without that, the count kept of
+ * each length drifts like a random walk (a 2-page block freed, a 4-page one
+ * wanted) until the budget is full; with it, OE's sample with all 16 calls
+ * at once peaks 0.6 MiB lower (8.4 -> 7.8 MiB), at the same hit rate. */
 #define TESS_SPAN_SCORE_MAX 64
 #define TESS_SPAN_SCORE_LOW 16
 #define TESS_SPAN_SMALL ((size_t)32 << 10)
+#define TESS_SPAN_SLACK 2
 void tessi_heap_span_shrink(tess_heap_t *h);
 /* A cached span of `pages` pages, out of the cache and h's again; or NULL. */
 static inline tess_page_t *tessi_heap_span_pop(tess_heap_t *h, size_t pages) {
@@ -335,9 +341,16 @@ static inline tess_page_t *tessi_heap_span_pop(tess_heap_t *h, size_t pages) {
   d->large_owner = h;
   return d;
 }
+/* A kept span of `pages` to `pages` + TESS_SPAN_SLACK pages, or NULL. */
 static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
   if (pages > TESS_SPAN_CACHE_PAGES) return NULL;
   tess_page_t *d = tessi_heap_span_pop(h, pages);
+  if (d == NULL && h->span_score >= TESS_SPAN_SCORE_LOW) {
+    size_t last = TESS_MIN(pages + TESS_SPAN_SLACK, (size_t)TESS_SPAN_CACHE_PAGES);
+    for (size_t longer = pages + 1; d == NULL && longer <= last; longer++) {
+      d = tessi_heap_span_pop(h, longer);
+    }
+  }
   if (d == NULL) {
     if (h->span_score > 0 && --h->span_score == TESS_SPAN_SCORE_LOW - 1) tessi_heap_span_shrink(h);
     return NULL;
@@ -410,8 +423,9 @@ void tessi_heaps_fork_parent(void);
 void tessi_heaps_fork_child(void);
 
 /* ----------------------------------------------------------------- large */
-/* try_cache: look in h's span cache first (false when the caller has). */
-void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bool try_cache);
+/* The span of a new large block of at least `size` bytes, or NULL.
+ * try_cache: look in h's span cache first (false when the caller has). */
+tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bool try_cache);
 void tessi_large_free(tess_page_t *d);
 /* Resize in place (shrink, or grow into a free right neighbour). */
 bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size);

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bool try_cache) {
+tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bool try_cache) {
   size_t pages = (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
   size_t align_pages = align > TESS_PAGE_SIZE ? align >> TESS_PAGE_SHIFT : 1;
   if (pages == 0) pages = 1;
@@ -22,9 +22,8 @@ void *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bo
     if (d == NULL) return NULL;
   }
   d->large_owner = h;
-  void *p = (void *)tessi_page_addr(tessi_region_of_page(d), d);
-  if (zero && !is_zero) memset(p, 0, size);
-  return p;
+  if (zero && !is_zero) memset((void *)tessi_page_addr(tessi_region_of_page(d), d), 0, size);
+  return d;
 }
 
 void tessi_large_free(tess_page_t *d) {

@@ -153,6 +153,7 @@ static struct {
   long threads;
   long num_allocations;
   long max_allocation_size;
+  int overlap; /* a: every ECALL waits for all at its midpoint */
   long workers, others;
   double duration;
   size_t pool_bytes;
@@ -205,6 +206,10 @@ static void usage(FILE *f) {
           "  --threads N                threads, one ECALL each (1)\n"
           "  --num-allocations N        iterations per ECALL (100000)\n"
           "  --max-allocation-size N    sizes are rand %% N (16384)\n"
+          "  --overlap                  each ECALL waits at its midpoint until all are\n"
+          "                             there, so the peak footprint is that of every\n"
+          "                             thread's ECALL at once, as with a core per\n"
+          "                             thread (the time is then not the sample's)\n"
           "workload b (fragmentation soak):\n"
           "  --workers N --others N     host threads of each role (16, 4)\n"
           "  --duration S               seconds (60)\n"
@@ -277,6 +282,7 @@ static void parse_args(int argc, char **argv) {
     OPT_THREADS,
     OPT_NALLOC,
     OPT_MAXSIZE,
+    OPT_OVERLAP,
     OPT_WORKERS,
     OPT_OTHERS,
     OPT_DURATION,
@@ -305,6 +311,7 @@ static void parse_args(int argc, char **argv) {
       {"threads", required_argument, 0, OPT_THREADS},
       {"num-allocations", required_argument, 0, OPT_NALLOC},
       {"max-allocation-size", required_argument, 0, OPT_MAXSIZE},
+      {"overlap", no_argument, 0, OPT_OVERLAP},
       {"workers", required_argument, 0, OPT_WORKERS},
       {"others", required_argument, 0, OPT_OTHERS},
       {"duration", required_argument, 0, OPT_DURATION},
@@ -377,6 +384,7 @@ static void parse_args(int argc, char **argv) {
           exit(2);
         }
         break;
+      case OPT_OVERLAP: O.overlap = 1; break;
       case OPT_MISALIGN: O.misalign = parse_size(optarg, "--misalign"); break;
       case OPT_MAXNULL: O.max_nulls = parse_long(optarg, "--max-nulls", -1); break;
       case OPT_MAXOS: O.max_os_calls = parse_long(optarg, "--max-os-calls", -1); break;
@@ -402,6 +410,10 @@ static void parse_args(int argc, char **argv) {
   if (O.host < 0) O.host = O.workload == 'a' ? HOST_NEW_THREAD : HOST_POOLED;
   if (O.heap_pages < 0) O.heap_pages = O.workload == 'a' ? 8192 : 16384;
   if (O.tcs < 0) O.tcs = O.workload == 'a' ? 16 : O.workers + O.others;
+  if (O.overlap && (O.workload != 'a' || O.tcs < O.threads)) {
+    fprintf(stderr, "enclave_bench: --overlap is for workload a, with --tcs >= --threads\n");
+    exit(2);
+  }
   if (O.misalign * 2 + PAGE > (size_t)O.heap_pages * PAGE) {
     fprintf(stderr, "enclave_bench: --misalign too large for the heap\n");
     exit(2);
@@ -699,6 +711,8 @@ static void ecall(slot_t *s, void (*body)(slot_t *)) {
 /* ------------------------------------------------------------------ *
  * Workload a: the pluggable_allocator sample's ECALL
  * ------------------------------------------------------------------ */
+static pthread_barrier_t g_midpoint; /* --overlap */
+
 static void body_a(slot_t *s) {
   block_t q[A_QUEUE_LENGTH] = {{0}};
   unsigned head = 0;
@@ -711,7 +725,10 @@ static void body_a(slot_t *s) {
     bump_u(&s->mallocs, 1);
     head = head + 1 == A_QUEUE_LENGTH ? 0 : head + 1;
     if (old.p) free_block(s, &old, "before free");
-    if (i == half) footprint_now();
+    if (i == half) {
+      if (O.overlap) pthread_barrier_wait(&g_midpoint);
+      footprint_now();
+    }
   }
   footprint_now();
   for (unsigned k = 0; k < A_QUEUE_LENGTH; k++)
@@ -1088,6 +1105,10 @@ int main(int argc, char **argv) {
       fputs("t_s,live_bytes,footprint_bytes,touched_bytes,ecalls,nulls,mallocs,pool_bytes\n",
             g_csv);
     }
+  }
+  if (O.overlap && pthread_barrier_init(&g_midpoint, NULL, (unsigned)O.threads) != 0) {
+    fprintf(stderr, "enclave_bench: pthread_barrier_init failed\n");
+    return 2;
   }
   if (sem_init(&g_tcs, 0, (unsigned)O.tcs) != 0) {
     perror("sem_init");

@@ -10,12 +10,16 @@ Workload A, Open Enclave's pluggable_allocator sample: for every thread
 count 1..--max-threads, every allocator in turn (interleaved: round r runs
 all thread counts for all allocators before round r+1), --repeat times after
 --warmup-rounds untimed rounds; the medians are printed as the sample's
-table and plotted. Workload B, the fragmentation soak: one run of
+table and plotted; then, at --max-threads, --repeat runs per allocator
+with every ECALL waiting for all the others at its midpoint (enclave_bench
+--overlap), whose peak footprint is that of all the calls at once, as on a
+machine with a core per thread. Workload B, the fragmentation soak: one run of
 --duration seconds per allocator and host variant (pooled, new-thread),
 whose 0.5 s time series is written and plotted.
 
 Output directory (default docs/results/enclave/):
   a_runs.csv, a_table.txt, a_time_vs_threads.png     workload A
+                        (a_runs.csv: overlap=True marks the --overlap runs)
   b_runs.csv, b_<allocator>_<host>.csv/.png,
   b_<host>_footprint.png                             workload B
   summary.md    tables, peak footprint, OS calls, NULLs, the targets
@@ -111,6 +115,7 @@ class ARun:
     footprint_end: int
     touched_bytes: int
     status: str
+    overlap: bool = False  # every ECALL waited for all at its midpoint
 
 
 @dataclasses.dataclass
@@ -353,15 +358,20 @@ def os_fields(kv: dict[str, str]) -> dict[str, int]:
 
 
 def run_a(bench: Path, plugin: Plugin, threads: int, repetition: int,
-          args: argparse.Namespace) -> tuple[ARun, str]:
+          args: argparse.Namespace, overlap: bool = False) -> tuple[ARun, str]:
+    """One run of A; overlap: every ECALL waits for all the others at its
+    midpoint, so the peak footprint is that of all of them at once."""
     cmd = [str(bench), "--allocator", plugin.path, "--workload", "a",
            "--host", args.host_a, "--threads", str(threads),
            "--num-allocations", str(args.num_allocations),
            "--max-allocation-size", str(args.max_allocation_size),
            "--heap-pages", str(args.heap_pages_a), "--tcs", str(args.tcs_a),
            "--verify", args.verify_a, "--seed", str(args.seed + repetition)]
-    kv, why = run_bench(cmd, f"A {plugin.name} {threads} threads",
-                        args.timeout)
+    if overlap:
+        cmd.append("--overlap")
+    what = f"A {plugin.name} {threads} threads" + (" overlapping" if overlap
+                                                   else "")
+    kv, why = run_bench(cmd, what, args.timeout)
     try:
         run = ARun(allocator=plugin.name, host=args.host_a, threads=threads,
                    repetition=repetition,
@@ -373,9 +383,9 @@ def run_a(bench: Path, plugin: Plugin, threads: int, repetition: int,
                    footprint_end=kv_int(kv, "footprint_end"),
                    touched_bytes=kv_int(kv, "touched_bytes"),
                    status="ok" if not why else f"fail: {why}",
-                   **os_fields(kv))
+                   overlap=overlap, **os_fields(kv))
     except ValueError as exc:
-        raise BenchError(f"A {plugin.name}: unexpected output {kv!r}") from exc
+        raise BenchError(f"{what}: unexpected output {kv!r}") from exc
     return run, why
 
 
@@ -597,8 +607,9 @@ def plot_b_host(all_series: list[tuple[str, dict[str, list[float]]]],
     plt.close(fig)
 
 
-def a_section(runs: list[ARun], names: list[str], threads: list[int],
-              args: argparse.Namespace, nproc: int) -> list[str]:
+def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
+              threads: list[int], args: argparse.Namespace,
+              nproc: int) -> list[str]:
     med = a_medians(runs)
     top = max(threads)
     md = [
@@ -648,15 +659,21 @@ def a_section(runs: list[ARun], names: list[str], threads: list[int],
         "middle and end of each ECALL's loop; touched = pages of the region "
         "that no longer hold the fill pattern at the end (a high-water mark "
         "of the region's use, the same measure for every allocator). "
-        f"Medians over the runs at {top} threads. OS calls = mmap, munmap, "
+        f"Medians over the runs at {top} threads; 'at once' = the runs in "
+        "which every ECALL waits for all the others at its midpoint "
+        "(enclave_bench --overlap), so that all of them hold their memory "
+        "together, as on a machine with a core per thread (on fewer "
+        "CPUs the calls of a plain run overlap only partly, and by "
+        "chance). OS calls = mmap, munmap, "
         "mremap, madvise, brk, sbrk made by allocator code (load = dlopen "
         "and constructors, init = init(), after init = the rest of the run; "
         "maximum over all runs); 'mmap'd outside' = bytes the allocator "
         "asked of mmap/mremap at load and init (memory outside the region).",
         "",
-        "| allocator | footprint MiB | touched MiB | OS calls load / init | "
-        "mmap'd outside MiB | OS calls after init | NULLs (thread counts) |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| allocator | footprint MiB | footprint MiB, at once | touched MiB | "
+        "OS calls load / init | mmap'd outside MiB | OS calls after init | "
+        "NULLs (thread counts) |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name in names:
         at_top = [r for r in runs if r.allocator == name and r.threads == top]
@@ -667,13 +684,16 @@ def a_section(runs: list[ARun], names: list[str], threads: list[int],
               if at_top and all(r.footprint_peak >= 0 for r in at_top)
               else -1.0)
         touched = median(r.touched_bytes for r in at_top) if at_top else -1.0
+        fp_once = overlap_footprint(overlap, name)
+        mine = mine + [r for r in overlap if r.allocator == name]
         null_counts = sorted({r.threads for r in mine if r.nulls > 0})
         nulls = sum(max(r.nulls, 0) for r in mine)
         null_text = (f"{nulls} ({compress(null_counts)})" if nulls else "0")
         outside = max(r.os_mmap_bytes_load + r.os_mmap_bytes_init
                       for r in mine)
         md.append(
-            f"| {name} | {fmt_mib(fp)} | {fmt_mib(touched)} | "
+            f"| {name} | {fmt_mib(fp)} | {fmt_mib(fp_once)} | "
+            f"{fmt_mib(touched)} | "
             f"{max(r.os_calls_load for r in mine)} / "
             f"{max(r.os_calls_init for r in mine)} | "
             f"{fmt_mib(outside)} | "
@@ -683,8 +703,15 @@ def a_section(runs: list[ARun], names: list[str], threads: list[int],
                                   for r in mine) else "")
             + f" | {null_text} |")
     md.append("")
-    md += a_targets(runs, threads, nproc)
+    md += a_targets(runs, overlap, threads, nproc)
     return md
+
+
+def overlap_footprint(overlap: list[ARun], name: str) -> float:
+    """Median peak footprint of name's --overlap runs; -1 if none or any
+    has no footprint."""
+    fps = [r.footprint_peak for r in overlap if r.allocator == name]
+    return median(fps) if fps and min(fps) >= 0 else -1.0
 
 
 def compress(values: list[int]) -> str:
@@ -700,7 +727,8 @@ def compress(values: list[int]) -> str:
     return ", ".join(out)
 
 
-def a_targets(runs: list[ARun], threads: list[int], nproc: int) -> list[str]:
+def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
+              nproc: int) -> list[str]:
     med = a_medians(runs)
     names = {r.allocator for r in runs}
     md = ["### Targets (workload A, tessalloc)", ""]
@@ -734,16 +762,28 @@ def a_targets(runs: list[ARun], threads: list[int], nproc: int) -> list[str]:
                   else "n/a")
         md.append(f"| {top} threads: >= {A_SPEEDUP_VS_DLMALLOC:.0f}x faster "
                   f"than dlmalloc {cond} | {speed:.1f}x | {judged} |")
+    # The footprint target is judged on the calls all at once where they
+    # were measured: that is the target's setting (a core per thread).
+    once = {a: overlap_footprint(overlap, a) for a in (TESSALLOC, "dlmalloc")}
+    judge_once = once[TESSALLOC] >= 0 and once["dlmalloc"] > 0
+    if judge_once:
+        ratio = once[TESSALLOC] / once["dlmalloc"]
+        md.append(f"| {top} threads, every call at once: peak footprint <= "
+                  f"{A_FOOTPRINT_VS_DLMALLOC:.0f}x dlmalloc's | "
+                  f"{ratio:.2f}x | "
+                  f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
     fp = {a: [r.footprint_peak for r in runs
               if r.allocator == a and r.threads == top]
           for a in (TESSALLOC, "dlmalloc")}
     if fp[TESSALLOC] and fp["dlmalloc"] and min(fp["dlmalloc"]) > 0 \
             and min(fp[TESSALLOC]) >= 0:
         ratio = median(fp[TESSALLOC]) / median(fp["dlmalloc"])
-        md.append(f"| {top} threads: peak footprint <= "
-                  f"{A_FOOTPRINT_VS_DLMALLOC:.0f}x dlmalloc's | "
-                  f"{ratio:.2f}x | "
-                  f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
+        ok = ratio <= A_FOOTPRINT_VS_DLMALLOC
+        md.append(f"| {top} threads as scheduled here: peak footprint <= "
+                  f"{A_FOOTPRINT_VS_DLMALLOC:.0f}x dlmalloc's"
+                  + (" (recorded; judged at once, above)" if judge_once
+                     else "") + f" | {ratio:.2f}x | "
+                  + ("n/a" if judge_once else verdict(ok)) + " |")
     touched = {a: [r.touched_bytes for r in runs
                    if r.allocator == a and r.threads == top]
                for a in (TESSALLOC, "dlmalloc")}
@@ -753,9 +793,10 @@ def a_targets(runs: list[ARun], threads: list[int], nproc: int) -> list[str]:
         md.append(f"| {top} threads: the same for touched pages | "
                   f"{ratio:.2f}x | "
                   f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
-    nulls = sum(max(r.nulls, 0) for r in runs if r.allocator == TESSALLOC)
+    mine = [r for r in runs + overlap if r.allocator == TESSALLOC]
+    nulls = sum(max(r.nulls, 0) for r in mine)
     os_after = max(r.os_calls_after_init + r.os_calls_after_init_outside
-                   for r in runs if r.allocator == TESSALLOC)
+                   for r in mine)
     md.append(f"| no NULL | {nulls} | {verdict(nulls == 0)} |")
     md.append(f"| no OS memory call after init | {os_after} | "
               f"{verdict(os_after == 0)} |")
@@ -981,9 +1022,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         (failures if name == TESSALLOC or not name else findings).append(text)
 
     a_runs: list[ARun] = []
+    a_overlap: list[ARun] = []  # --overlap runs at the top thread count
     b_runs: list[BRun] = []
     rounds = args.warmup_rounds + args.repeat
+    top = max(threads)
+    overlap = top > 1 and args.tcs_a >= top
     total = ((rounds * len(threads) * len(plugins)
+              + (args.repeat * len(plugins) if overlap else 0)
               if "a" in args.workloads else 0)
              + (args.repeat_b * len(args.hosts) * len(plugins)
                 if "b" in args.workloads else 0))
@@ -1008,6 +1053,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             note(plug.name, str(exc))
                             progress.log(f"FAILED: {exc}")
                         progress.advance()
+            for rep in range(1, args.repeat + 1) if overlap else ():
+                for plug in plugins:
+                    progress.describe(f"A {plug.name} {top} thr at once "
+                                      f"({rep}/{args.repeat})")
+                    try:
+                        run, why = run_a(bench, plug, top, rep, args,
+                                         overlap=True)
+                        a_overlap.append(run)
+                        if why:
+                            note(plug.name, f"A {plug.name} {top} threads "
+                                 f"overlapping, run {rep}: {why}")
+                    except BenchError as exc:
+                        note(plug.name, str(exc))
+                        progress.log(f"FAILED: {exc}")
+                    progress.advance()
         if "b" in args.workloads:
             for rep in range(1, args.repeat_b + 1):
                 for host in args.hosts:
@@ -1042,7 +1102,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with (out / "a_runs.csv").open("w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=A_FIELDS)
             w.writeheader()
-            for r in a_runs:
+            for r in a_runs + a_overlap:
                 w.writerow(dataclasses.asdict(r))
         table = a_table(a_runs, names, threads, args)
         (out / "a_table.txt").write_text("\n".join(table) + "\n")
@@ -1110,7 +1170,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
-    md = summary_markdown(meta, plugins, a_runs, b_runs, threads, args, nproc)
+    md = summary_markdown(meta, plugins, a_runs, a_overlap, b_runs, threads,
+                          args, nproc)
     (out / "summary.md").write_text("\n".join(md) + "\n")
     if table:
         print("\n".join(table))
@@ -1135,9 +1196,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def summary_markdown(meta: EnclaveMeta, plugins: list[Plugin],
-                     a_runs: list[ARun], b_runs: list[BRun],
-                     threads: list[int], args: argparse.Namespace,
-                     nproc: int) -> list[str]:
+                     a_runs: list[ARun], a_overlap: list[ARun],
+                     b_runs: list[BRun], threads: list[int],
+                     args: argparse.Namespace, nproc: int) -> list[str]:
     names = [p.name for p in plugins]
     md = header_lines("tessalloc enclave benchmark", meta) + [""]
     if args.quick:
@@ -1155,7 +1216,7 @@ def summary_markdown(meta: EnclaveMeta, plugins: list[Plugin],
            "the region, OS memory calls after init (interposed), NULL "
            "returns. See bench/enclave/README.md.", ""]
     if a_runs:
-        md += a_section(a_runs, names, threads, args, nproc)
+        md += a_section(a_runs, a_overlap, names, threads, args, nproc)
     if b_runs:
         md += b_section(b_runs, names, args.hosts, args)
     if meta["findings"]:

@@ -17,15 +17,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_enclave as re_mod  # noqa: E402  (beside this file)
 
 
-def a_run(name: str, threads: int, ms: float, nulls: int = 0) -> re_mod.ARun:
+def a_run(name: str, threads: int, ms: float, nulls: int = 0,
+          footprint: int = 1 << 20, overlap: bool = False) -> re_mod.ARun:
     return re_mod.ARun(
         allocator=name, host="new-thread", threads=threads, repetition=1,
         elapsed_ms=ms, nulls=nulls, first_null_s=-1.0, violations=0,
         os_calls_load=0, os_calls_init=0, os_calls_after_init=0,
         os_calls_after_init_outside=0, os_mmap_bytes_load=0,
         os_mmap_bytes_init=0, os_mmap_bytes_after_init=0,
-        footprint_peak=1 << 20, footprint_end=1 << 20, touched_bytes=1 << 20,
-        status="ok")
+        footprint_peak=footprint, footprint_end=1 << 20,
+        touched_bytes=1 << 20, status="ok", overlap=overlap)
 
 
 class ParseTest(unittest.TestCase):
@@ -86,6 +87,26 @@ class TableTest(unittest.TestCase):
                          "      dlmalloc = 6.0 ms, snmalloc = 2.8 ms, "
                          "tessalloc = n/a, mimalloc3 = 3.3 ms (4 NULL)")
         self.assertEqual(lines[i + 2], "")
+
+    def test_footprint_target_judged_on_calls_at_once(self) -> None:
+        mib = 1 << 20
+        runs = [a_run("dlmalloc", 2, 9.0, footprint=2 * mib),
+                a_run("tessalloc", 2, 1.0, footprint=3 * mib)]
+        once = [a_run("dlmalloc", 2, 9.0, footprint=2 * mib, overlap=True),
+                a_run("tessalloc", 2, 1.0, footprint=5 * mib, overlap=True)]
+        rows = re_mod.a_targets(runs, once, [1, 2], nproc=2)
+        judged = [r for r in rows if "every call at once" in r]
+        self.assertEqual(len(judged), 1)
+        self.assertIn("2.50x", judged[0])
+        self.assertIn(re_mod.verdict(False), judged[0])
+        plain = [r for r in rows if "as scheduled here" in r]
+        self.assertIn("1.50x", plain[0])
+        self.assertTrue(plain[0].endswith("| n/a |"))
+        # without runs at once the plain figure is the one judged
+        rows = re_mod.a_targets(runs, [], [1, 2], nproc=2)
+        self.assertFalse(any("every call at once" in r for r in rows))
+        plain = [r for r in rows if "as scheduled here" in r]
+        self.assertIn(re_mod.verdict(True), plain[0])
 
 
 if __name__ == "__main__":
