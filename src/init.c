@@ -59,9 +59,9 @@ static void make_primary(tess_region_t *r) {
  * spans up to 1/256 of the region (at most 256 KiB) and empty slabs up to
  * a quarter of that, and empties both when its thread is done, so only
  * heaps in use hold them (OE's sample in 32 MiB, 16 calls at once: 1/128
- * peaked at 7.6 MiB, 1/256 at 6.7, at the same speed; 1/512 at 5.9 but
- * 1.4x slower). Options set in the environment still win (read after
- * this). Measured on the enclave workloads: docs/results/enclave/. */
+ * peaked at 7.6 MiB, 1/256 at 6.7 at about the same speed, 1/512 at 5.9
+ * but 1.2-1.4x slower). Options set in the environment still win (read
+ * after this). Measured on the enclave workloads: docs/results/enclave/. */
 static void configure_fixed(size_t size) {
   tessi_sizeclass_init(TESS_PAGE_SIZE, 2, 4096);
   tessi_options.heap_cache = TESS_MIN(TESS_MAX(size / 256, (size_t)32 << 10), (size_t)256 << 10);

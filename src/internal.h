@@ -425,7 +425,8 @@ void tessi_heaps_fork_child(void);
 /* ----------------------------------------------------------------- large */
 /* The span of a new large block of at least `size` bytes, or NULL.
  * try_cache: look in h's span cache first (false when the caller has). */
-tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bool try_cache);
+tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero,
+                               bool try_cache);
 void tessi_large_free(tess_page_t *d);
 /* Resize in place (shrink, or grow into a free right neighbour). */
 bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size);

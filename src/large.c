@@ -5,7 +5,8 @@
 
 #include <string.h>
 
-tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero, bool try_cache) {
+tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero,
+                               bool try_cache) {
   size_t pages = (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
   size_t align_pages = align > TESS_PAGE_SIZE ? align >> TESS_PAGE_SHIFT : 1;
   if (pages == 0) pages = 1;
