@@ -56,15 +56,15 @@ static void make_primary(tess_region_t *r) {
 /* Geometry and caches for a fixed region of `size` bytes. Slabs stay
  * short (4 KiB target, 2 blocks at least) so a class used by few objects
  * pins little; blocks above 4 KiB are page spans. A heap keeps freed large
- * spans up to 1/256 of the region (at most 256 KiB) and empty slabs up to
+ * spans up to 1/128 of the region (at most 256 KiB) and empty slabs up to
  * a quarter of that, and empties both when its thread is done, so only
- * heaps in use hold them (OE's sample in 32 MiB, 16 calls at once: 1/128
- * peaked at 7.6 MiB, 1/256 at 6.7 at about the same speed, 1/512 at 5.9
- * but 1.2-1.4x slower). Options set in the environment still win (read
- * after this). Measured on the enclave workloads: docs/results/enclave/. */
+ * heaps in use hold them. Less costs speed: in OE's sample (32 MiB, 16
+ * calls at once) 1/256 peaked at 6.7 MiB instead of 7.6, but one thread
+ * ran 15 % slower. Options set in the environment still win (read after
+ * this). Measured on the enclave workloads: docs/results/enclave/. */
 static void configure_fixed(size_t size) {
   tessi_sizeclass_init(TESS_PAGE_SIZE, 2, 4096);
-  tessi_options.heap_cache = TESS_MIN(TESS_MAX(size / 256, (size_t)32 << 10), (size_t)256 << 10);
+  tessi_options.heap_cache = TESS_MIN(TESS_MAX(size / 128, (size_t)32 << 10), (size_t)256 << 10);
 }
 
 static bool init_fixed_locked(uintptr_t start, size_t size, bool is_zero) {
