@@ -784,14 +784,15 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
                   + (" (recorded; judged at once, above)" if judge_once
                      else "") + f" | {ratio:.2f}x | "
                   + ("n/a" if judge_once else verdict(ok)) + " |")
-    touched = {a: [r.touched_bytes for r in runs
+    touched = {a: [r.touched_bytes for r in (overlap if judge_once else runs)
                    if r.allocator == a and r.threads == top]
                for a in (TESSALLOC, "dlmalloc")}
     if touched[TESSALLOC] and touched["dlmalloc"] \
             and min(touched["dlmalloc"]) > 0:
         ratio = median(touched[TESSALLOC]) / median(touched["dlmalloc"])
-        md.append(f"| {top} threads: the same for touched pages | "
-                  f"{ratio:.2f}x | "
+        md.append(f"| {top} threads"
+                  + (", every call at once" if judge_once else "")
+                  + f": the same for touched pages | {ratio:.2f}x | "
                   f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
     mine = [r for r in runs + overlap if r.allocator == TESSALLOC]
     nulls = sum(max(r.nulls, 0) for r in mine)

@@ -95,13 +95,15 @@ class TableTest(unittest.TestCase):
         once = [a_run("dlmalloc", 2, 9.0, footprint=2 * mib, overlap=True),
                 a_run("tessalloc", 2, 1.0, footprint=5 * mib, overlap=True)]
         rows = re_mod.a_targets(runs, once, [1, 2], nproc=2)
-        judged = [r for r in rows if "every call at once" in r]
+        judged = [r for r in rows if "at once: peak footprint" in r]
         self.assertEqual(len(judged), 1)
         self.assertIn("2.50x", judged[0])
         self.assertIn(re_mod.verdict(False), judged[0])
         plain = [r for r in rows if "as scheduled here" in r]
         self.assertIn("1.50x", plain[0])
         self.assertTrue(plain[0].endswith("| n/a |"))
+        self.assertTrue(any("every call at once: the same for touched" in r
+                            for r in rows))
         # without runs at once the plain figure is the one judged
         rows = re_mod.a_targets(runs, [], [1, 2], nproc=2)
         self.assertFalse(any("every call at once" in r for r in rows))
