@@ -212,7 +212,7 @@ static uint32_t region_open_next(tess_region_t *r, uint32_t open) {
 static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t pages,
                                    size_t align_pages, uint8_t kind, bool *is_zero,
                                    tess_partition_t **from) {
-  uint32_t open = atomic_load_explicit(&r->open_partitions, memory_order_acquire);
+  uint32_t open = tessi_open_partitions(r);
   for (;;) {
     for (unsigned round = 0; round < 2; round++) {
       for (unsigned k = 0; k < open; k++) {

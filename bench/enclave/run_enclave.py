@@ -39,7 +39,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 try:
     import rich  # noqa: F401  (benchlib.Progress draws the bar with it)
@@ -1034,6 +1034,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
              + (args.repeat_b * len(args.hosts) * len(plugins)
                 if "b" in args.workloads else 0))
     with Progress(total, width=44) as progress:
+
+        def measure(plug: Plugin, label: str, what: str,
+                    call: Callable[[], tuple[Any, str]],
+                    keep: Optional[list[Any]]) -> None:
+            """One run: kept in `keep` (None: a warm-up, dropped), a failed
+            check noted as `what: why`, a tool error noted and logged."""
+            progress.describe(label)
+            try:
+                run, why = call()
+                if keep is not None:
+                    keep.append(run)
+                    if why:
+                        note(plug.name, f"{what}: {why}")
+            except BenchError as exc:
+                note(plug.name, str(exc))
+                progress.log(f"FAILED: {exc}")
+            progress.advance()
+
         if "a" in args.workloads:
             for rnd in range(rounds):
                 warm = rnd < args.warmup_rounds
@@ -1041,53 +1059,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 label = "warm-up" if warm else f"{rep}/{args.repeat}"
                 for n in threads:
                     for plug in plugins:
-                        progress.describe(f"A {plug.name} {n} thr ({label})")
-                        try:
-                            run, why = run_a(bench, plug, n, max(rep, 0),
-                                             args)
-                            if not warm:
-                                a_runs.append(run)
-                            if why and not warm:
-                                note(plug.name, f"A {plug.name} {n} threads "
-                                     f"run {rep}: {why}")
-                        except BenchError as exc:
-                            note(plug.name, str(exc))
-                            progress.log(f"FAILED: {exc}")
-                        progress.advance()
+                        measure(plug, f"A {plug.name} {n} thr ({label})",
+                                f"A {plug.name} {n} threads run {rep}",
+                                lambda: run_a(bench, plug, n, max(rep, 0),
+                                              args),
+                                None if warm else a_runs)
             for rep in range(1, args.repeat + 1) if overlap else ():
                 for plug in plugins:
-                    progress.describe(f"A {plug.name} {top} thr at once "
-                                      f"({rep}/{args.repeat})")
-                    try:
-                        run, why = run_a(bench, plug, top, rep, args,
-                                         overlap=True)
-                        a_overlap.append(run)
-                        if why:
-                            note(plug.name, f"A {plug.name} {top} threads "
-                                 f"overlapping, run {rep}: {why}")
-                    except BenchError as exc:
-                        note(plug.name, str(exc))
-                        progress.log(f"FAILED: {exc}")
-                    progress.advance()
+                    measure(plug, f"A {plug.name} {top} thr at once "
+                                  f"({rep}/{args.repeat})",
+                            f"A {plug.name} {top} threads overlapping, "
+                            f"run {rep}",
+                            lambda: run_a(bench, plug, top, rep, args,
+                                          overlap=True),
+                            a_overlap)
         if "b" in args.workloads:
             for rep in range(1, args.repeat_b + 1):
                 for host in args.hosts:
                     for plug in plugins:
-                        progress.describe(f"B {plug.name} {host} "
-                                          f"({args.duration:g} s)")
                         suffix = f"_r{rep}" if args.repeat_b > 1 else ""
                         series_csv = out / f"b_{plug.name}_{host}{suffix}.csv"
-                        try:
-                            brun, why = run_b(bench, plug, host, rep,
-                                              series_csv, args)
-                            b_runs.append(brun)
-                            if why:
-                                note(plug.name, f"B {plug.name} {host}: "
-                                     f"{why}")
-                        except BenchError as exc:
-                            note(plug.name, str(exc))
-                            progress.log(f"FAILED: {exc}")
-                        progress.advance()
+                        measure(plug, f"B {plug.name} {host} "
+                                      f"({args.duration:g} s)",
+                                f"B {plug.name} {host}",
+                                lambda: run_b(bench, plug, host, rep,
+                                              series_csv, args),
+                                b_runs)
     finished = datetime.datetime.now(datetime.timezone.utc)
 
     # ---- files
