@@ -270,6 +270,7 @@ static void process_delayed(tess_heap_t *h) {
 typedef struct orphan_list_s {
   tess_lock_t lock;
   _Atomic(uint32_t) with_room;       /* slabs in the buckets: a lock-free peek */
+  _Atomic(uint32_t) filed;           /* slabs in the buckets and full: another */
   tess_bin_t bucket[ORPHAN_BUCKETS]; /* with room; [ORPHAN_BUCKETS - 1]: fullest */
   tess_bin_t full;                   /* no free block */
 } orphan_list_t;
@@ -308,6 +309,7 @@ static tess_bin_t *orphan_bin_locked(orphan_list_t *list, const tess_page_t *d) 
 static void orphan_file_locked(orphan_list_t *list, tess_page_t *d) {
   tess_bin_t *bin = orphan_bin_locked(list, d);
   tessi_list_push(bin, d);
+  atomic_store_explicit(&list->filed, list->filed + 1, memory_order_relaxed);
   if (bin != &list->full) {
     atomic_store_explicit(&list->with_room, list->with_room + 1, memory_order_relaxed);
   }
@@ -316,6 +318,7 @@ static void orphan_file_locked(orphan_list_t *list, tess_page_t *d) {
 static void orphan_unfile_locked(orphan_list_t *list, tess_page_t *d) {
   tess_bin_t *bin = orphan_bin_locked(list, d);
   tessi_list_unlink(bin, d);
+  atomic_store_explicit(&list->filed, list->filed - 1, memory_order_relaxed);
   if (bin != &list->full) {
     atomic_store_explicit(&list->with_room, list->with_room - 1, memory_order_relaxed);
   }
@@ -428,17 +431,33 @@ static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) {
   orphan_list_t *shards = orphans[cls];
   tess_page_t *d = NULL, *released = NULL;
   unsigned busy = 0; /* bit k: shard h->shard + k was locked when tried */
-  for (unsigned k = 0; k < 2 * ORPHAN_SHARDS && d == NULL; k++) {
-    if (k >= ORPHAN_SHARDS && !(busy & (1u << (k - ORPHAN_SHARDS)))) continue;
+  /* h's own shard is locked when it has any orphan (to tend it), the
+   * others only when they have one with room: a heap that keeps making
+   * slabs while there are no orphans (a call in full swing) pays a few
+   * loads here */
+  for (unsigned k = 0; k < ORPHAN_SHARDS && d == NULL; k++) {
     orphan_list_t *list = &shards[(h->shard + k) % ORPHAN_SHARDS];
-    if (k > 0 && atomic_load_explicit(&list->with_room, memory_order_relaxed) == 0) continue;
-    if (k >= ORPHAN_SHARDS && wait) {
-      tessi_lock(&list->lock);
-    } else if (!tessi_trylock(&list->lock)) {
-      busy |= 1u << (k % ORPHAN_SHARDS);
+    if (atomic_load_explicit(k == 0 ? &list->filed : &list->with_room, memory_order_relaxed) == 0) {
+      continue;
+    }
+    if (!tessi_trylock(&list->lock)) {
+      busy |= 1u << k;
       continue;
     }
     if (k == 0) orphans_tend_locked(list, &released);
+    d = orphan_pick_locked(list);
+    if (d != NULL) atomic_store_explicit(&d->owner, h, memory_order_relaxed);
+    tessi_unlock(&list->lock);
+  }
+  /* the busy ones once more, waited for only when out of memory */
+  for (; busy != 0 && d == NULL; busy &= busy - 1) {
+    orphan_list_t *list = &shards[(h->shard + (unsigned)__builtin_ctz(busy)) % ORPHAN_SHARDS];
+    if (atomic_load_explicit(&list->with_room, memory_order_relaxed) == 0) continue;
+    if (wait) {
+      tessi_lock(&list->lock);
+    } else if (!tessi_trylock(&list->lock)) {
+      continue;
+    }
     d = orphan_pick_locked(list);
     if (d != NULL) atomic_store_explicit(&d->owner, h, memory_order_relaxed);
     tessi_unlock(&list->lock);
@@ -653,6 +672,7 @@ static tess_heap_t *heap_create(void) {
   if (h == NULL) return NULL;
   for (unsigned i = 0; i < TESS_DIRECT_SLOTS; i++) h->direct[i] = &tessi_page_empty;
   for (unsigned c = 0; c < TESS_CLASSES; c++) h->current[c] = &tessi_page_empty;
+  h->slab_limit = tessi_slab_limit;
   h->home = tessi_partition_for_heap();
   h->span_score = TESS_SPAN_SCORE_MAX / 2;
   static _Atomic(uint32_t) heaps_made;
