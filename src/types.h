@@ -184,8 +184,9 @@ typedef struct tess_heap_s {
   /* current slab per size, for sizes <= TESS_SMALL_MAX: direct[(n+15)/16] */
   tess_page_t *direct[TESS_DIRECT_SLOTS];
   tess_page_t *current[TESS_CLASSES]; /* == bins[c].first or the empty page */
-  size_t slab_limit; /* tessi_slab_limit (0 in the empty heap): read by malloc's
-                        fast path, which may run before init */
+  /* tessi_slab_limit (0 in the empty heap): read by malloc's fast path,
+   * which may run before init */
+  size_t slab_limit;
   tess_bin_t bins[TESS_CLASSES];
   tess_bin_t full;                 /* detached (full) slabs, any class */
   _Atomic(tess_block_t *) delayed; /* remote frees into detached slabs */
