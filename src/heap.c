@@ -270,7 +270,7 @@ static void process_delayed(tess_heap_t *h) {
 typedef struct orphan_list_s {
   tess_lock_t lock;
   _Atomic(uint32_t) with_room;       /* slabs in the buckets: a lock-free peek */
-  _Atomic(uint32_t) filed;           /* slabs in the buckets and full: another */
+  _Atomic(uint32_t) filed;           /* every slab filed, full ones too: the same */
   tess_bin_t bucket[ORPHAN_BUCKETS]; /* with room; [ORPHAN_BUCKETS - 1]: fullest */
   tess_bin_t full;                   /* no free block */
 } orphan_list_t;
