@@ -131,7 +131,7 @@ static TESS_NOINLINE void *alloc_any(size_t size, size_t align, bool zero) {
     if (cls >= 0) {
       tess_heap_t *h = heap_or_acquire();
       if (h == NULL) return fail_nomem();
-      p = tessi_heap_malloc_class(h, (unsigned)cls);
+      p = tessi_heap_malloc_class(h, (unsigned)cls, align <= TESS_MIN_ALIGN);
       if (p == NULL) return fail_nomem();
       after_slow_alloc();
       return zero ? memset(p, 0, size) : p;
@@ -190,22 +190,22 @@ static inline tess_block_t *pop_block(tess_page_t *d) {
 /* Pops a block off the current slab for `size`: direct[] up to 1 KiB, the
  * class's current slab up to the heap's slab limit (the run-time one: 4
  * KiB in fixed mode, where larger sizes are spans, which then skip the
- * class lookup). NULL sends the caller to its slow path.
+ * class lookup). NULL sends the caller to its slow path. The block is
+ * counted by its slab's class, which a fixed heap's slab may lend to
+ * smaller classes (heap.c).
  * The empty heap's counters are never written: its pages have no block. */
 static inline void *pop_current(size_t size) {
   tess_heap_t *h = tessi_tls_heap;
-  tess_block_t *b;
+  tess_page_t *d;
   if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
-    size_t slot = (size + 15) >> 4;
-    b = pop_block(h->direct[slot]);
-    if (TESS_LIKELY(b != NULL)) TESS_STAT_INC_AT(h->stats.slot_allocs, slot);
+    d = h->direct[(size + 15) >> 4];
   } else if (size <= h->slab_limit) {
-    unsigned cls = tessi_class_of(size);
-    b = pop_block(h->current[cls]);
-    if (TESS_LIKELY(b != NULL)) TESS_STAT_ADD(h->stats.allocs[cls], 1);
+    d = h->current[tessi_class_of(size)];
   } else {
     return NULL;
   }
+  tess_block_t *b = pop_block(d);
+  if (TESS_LIKELY(b != NULL)) TESS_STAT_INC_AT(h->stats.allocs, d->size_class);
   return b;
 }
 

@@ -290,9 +290,10 @@ static inline tess_heap_t *tessi_owner_heap(const tess_page_t *d) {
   return tessi_is_orphan_owner(owner) ? NULL : owner;
 }
 
-/* A block of class cls (slow path: refills, new slabs). NULL when out of
+/* A block of class cls (slow path: refills, new slabs; in fixed mode,
+ * when may_borrow, a block of a larger class's slab). NULL when out of
  * memory. */
-void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls);
+void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls, bool may_borrow);
 /* The owner pushed a block onto d->local_free and the decremented state
  * is <= 0: the slab was detached, or its last block came back, or nothing
  * was out at all (a double free, reported). */

@@ -40,9 +40,6 @@ typedef struct totals_s {
 } totals_t;
 
 static void add_heap(totals_t *t, const tess_heap_stats_t *s) {
-  for (unsigned slot = 0; slot < TESS_DIRECT_SLOTS; slot++) {
-    t->allocs[tessi_class_of(slot * 16u)] += load(&s->slot_allocs[slot]);
-  }
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
     t->allocs[c] += load(&s->allocs[c]);
     t->pending_in[c] += load(&s->pending_in[c]);

@@ -159,17 +159,16 @@ typedef struct tess_bin_s {
 } tess_bin_t;
 
 /* Counters of one heap, written only by the thread that holds the heap
- * and read by anyone (stats.c merges them). Slab blocks are counted by
- * class except on the small malloc fast path, which counts by its direct[]
- * slot (no class lookup). Slab frees are not counted: a slab's state
- * already counts its blocks out, so stats.c finds the live blocks by
- * walking the slabs and derives frees = allocs - live; the counters here
- * only track the frees that other threads left on a slab's remote stack or
- * a heap's delayed list, which the state still counts as out (pending_in
- * when pushed, by the freeing thread; pending_out when taken off, by the
- * thread that does it). So a heap's counters may be negative alone. */
+ * and read by anyone (stats.c merges them). Slab blocks are counted by the
+ * class of the slab they come from (which a fixed heap may lend to smaller
+ * classes: heap.c). Slab frees are not counted: a slab's state already
+ * counts its blocks out, so stats.c finds the live blocks by walking the
+ * slabs and derives frees = allocs - live; the counters here only track
+ * the frees that other threads left on a slab's remote stack or a heap's
+ * delayed list, which the state still counts as out (pending_in when
+ * pushed, by the freeing thread; pending_out when taken off, by the thread
+ * that does it). So a heap's counters may be negative alone. */
 typedef struct tess_heap_stats_s {
-  uint64_t slot_allocs[TESS_DIRECT_SLOTS]; /* the small fast path, by direct[] slot */
   uint64_t allocs[TESS_CLASSES];
   uint64_t pending_in[TESS_CLASSES];
   uint64_t pending_out[TESS_CLASSES];
@@ -183,14 +182,20 @@ typedef struct tess_heap_stats_s {
 typedef struct tess_heap_s {
   /* current slab per size, for sizes <= TESS_SMALL_MAX: direct[(n+15)/16] */
   tess_page_t *direct[TESS_DIRECT_SLOTS];
-  tess_page_t *current[TESS_CLASSES]; /* == bins[c].first or the empty page */
+  /* bins[c].first, the empty page, or the slab class c borrows */
+  tess_page_t *current[TESS_CLASSES];
   /* tessi_slab_limit (0 in the empty heap): read by malloc's fast path,
    * which may run before init */
   size_t slab_limit;
   tess_bin_t bins[TESS_CLASSES];
-  tess_bin_t full;                 /* detached (full) slabs, any class */
-  _Atomic(tess_block_t *) delayed; /* remote frees into detached slabs */
-  tess_page_t *empty_slabs;        /* cached empty slabs (any class) */
+  /* fixed mode: 1 + the larger class whose current slab class c borrows
+   * (heap.c), 0 when none; borrowed counts the classes that borrow */
+  uint8_t borrow[TESS_CLASSES];
+  uint32_t borrowed;
+  uint16_t slabs_owned[TESS_CLASSES]; /* slabs of each class it owns */
+  tess_bin_t full;                    /* detached (full) slabs, any class */
+  _Atomic(tess_block_t *) delayed;    /* remote frees into detached slabs */
+  tess_page_t *empty_slabs;           /* cached empty slabs (any class) */
   size_t empty_slab_pages;
   tess_page_t *spans[TESS_SPAN_CACHE_PAGES + 1]; /* freed large spans, by length */
   size_t span_pages;
@@ -212,6 +217,9 @@ typedef struct tess_class_info_s {
   uint32_t slab_blocks;
   uint32_t extend_blocks; /* blocks carved at a time (lazy slab init) */
   uint64_t div_magic;
+  /* fixed mode: the classes that may lend it blocks are (c, lends_to_top],
+   * the lowest that may borrow from it borrows_from_low (heap.c) */
+  uint8_t lends_to_top, borrows_from_low;
 } tess_class_info_t;
 
 /* ---------------------------------------------------------- huge blocks */

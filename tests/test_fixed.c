@@ -322,6 +322,65 @@ static void low_end(void) {
   pthread_barrier_destroy(&low_end_barrier);
 }
 
+/* ---------------------------------------------------------------- borrow */
+
+static const struct tess_class_stats *class_stats(const struct tess_stats *s, size_t block) {
+  for (uint32_t c = 0; c < s->class_count; c++) {
+    if (s->classes[c].block_size == block) return &s->classes[c];
+  }
+  REQUIRE(false, "no class of %zu bytes", block);
+  return NULL;
+}
+
+/* A class seldom used shares a larger class's slab (docs/mechanisms/
+ * heaps.md); one in heavy use gets slabs of its own; aligned requests
+ * never borrow (a lender's blocks need not have their alignment). */
+static void borrow(void) {
+  init_region(8 * MiB);
+  char *lender = tess_malloc(300); /* a slab of 320-byte blocks */
+  char *seldom = tess_malloc(200); /* class 224: none of its own */
+  REQUIRE(lender != NULL && seldom != NULL, "two small blocks");
+  CHECK(tess_usable_size(seldom) == 320, "200 bytes got a %zu-byte block, not a lent 320",
+        tess_usable_size(seldom));
+  CHECK(((uintptr_t)lender >> 12) == ((uintptr_t)seldom >> 12), "%p and %p: not one slab",
+        (void *)lender, (void *)seldom);
+  struct tess_stats s;
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  CHECK(class_stats(&s, 320)->live_blocks == 2 && class_stats(&s, 320)->allocs == 2,
+        "the lent block is not counted in its slab's class");
+  CHECK(class_stats(&s, 224)->allocs == 0 && class_stats(&s, 224)->slabs == 0,
+        "class 224 counted a block or made a slab");
+
+  enum { MANY = 2000 };
+  static void *many[MANY];
+  size_t own = 0;
+  for (size_t i = 0; i < MANY; i++) {
+    many[i] = tess_malloc(200);
+    REQUIRE(many[i] != NULL, "block %zu of 200 bytes", i);
+    memset(many[i], 0x44, 200);
+    own += tess_usable_size(many[i]) == 224;
+  }
+  CHECK(own >= MANY * 95 / 100, "only %zu of %d blocks of a busy class in its own slabs", own,
+        (int)MANY);
+
+  char *tiny = tess_malloc(70); /* class 80, which could lend to class 64 */
+  REQUIRE(tiny != NULL, "a 70-byte block");
+  for (int i = 0; i < 16; i++) {
+    void *aligned = tess_aligned_alloc(64, 50);
+    REQUIRE(aligned != NULL, "aligned_alloc(64, 50)");
+    CHECK(((uintptr_t)aligned & 63) == 0, "aligned_alloc(64, 50) gave %p", aligned);
+    tess_free(aligned);
+  }
+  for (size_t i = 0; i < MANY; i++) tess_free(many[i]);
+  tess_free(tiny);
+  tess_free(seldom);
+  tess_free(lender);
+  CHECK_HEAP("after borrowing");
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  CHECK(class_stats(&s, 320)->live_blocks == 0 && class_stats(&s, 224)->live_blocks == 0,
+        "blocks still live after all were freed");
+}
+
 /* ------------------------------------------------------------------ lazy */
 
 static size_t footprint_now(void) {
@@ -469,8 +528,10 @@ typedef struct scenario_s {
 } scenario_t;
 
 static const scenario_t scenarios[] = {
-    {"integrity", integrity},     {"exhaustion-small", exhaustion_small},
-    {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks}, {"low-end", low_end}, {"lazy", lazy}, {"churn", churn},
+    {"integrity", integrity},   {"exhaustion-small", exhaustion_small},
+    {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks},
+    {"low-end", low_end},       {"borrow", borrow},
+    {"lazy", lazy},             {"churn", churn},
     {"errors", errors},
 };
 
