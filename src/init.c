@@ -58,9 +58,9 @@ static void make_primary(tess_region_t *r) {
  * pins little; blocks above 4 KiB are page spans. A heap keeps freed large
  * spans up to 1/128 of the region (at most 256 KiB) and empty slabs up to
  * a quarter of that, and empties both when its thread is done, so only
- * heaps in use hold them. Less costs speed: in OE's sample (32 MiB, 16
- * calls at once) 1/256 peaked at 6.7 MiB instead of 7.6, but one thread
- * ran 15 % slower. Options set in the environment still win (read after
+ * heaps in use hold them (and while many are, they share: heap.c). Less
+ * costs speed: in OE's sample (32 MiB) 1/256 for every heap made one
+ * thread run 15 % slower. Options set in the environment still win (read after
  * this). Measured on the enclave workloads: docs/results/enclave/. */
 static void configure_fixed(size_t size) {
   tessi_sizeclass_init(TESS_PAGE_SIZE, 2, 4096);

@@ -360,9 +360,11 @@ static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
   return d;
 }
 
+/* TESS_HEAP_CACHE, or less while many heaps are in use (heap.c) */
+extern _Atomic(size_t) tessi_heap_cache_now;
 static inline size_t tessi_heap_span_budget(const tess_heap_t *h) {
-  return h->span_score >= TESS_SPAN_SCORE_LOW ? tessi_options.heap_cache
-                                              : TESS_MIN(tessi_options.heap_cache, TESS_SPAN_SMALL);
+  size_t full = atomic_load_explicit(&tessi_heap_cache_now, memory_order_relaxed);
+  return h->span_score >= TESS_SPAN_SCORE_LOW ? full : TESS_MIN(full, TESS_SPAN_SMALL);
 }
 
 static inline bool tessi_heap_span_keep(tess_heap_t *h, tess_page_t *d) {

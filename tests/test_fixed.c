@@ -384,6 +384,63 @@ static void borrow(void) {
         "blocks still live after all were freed");
 }
 
+/* ---------------------------------------------------------- shared cache */
+
+static size_t footprint_now(void);
+
+/* Bytes a heap keeps of 256 KiB of large blocks it allocated and freed. */
+static void *kept_of_256k(void *out) {
+  tess_free(tess_malloc(16)); /* a heap first */
+  enum { SPANS = 8 };
+  void *span[SPANS];
+  size_t before = footprint_now();
+  for (int i = 0; i < SPANS; i++) {
+    span[i] = tess_malloc(32 << 10);
+    REQUIRE(span[i] != NULL, "a 32 KiB block");
+  }
+  for (int i = 0; i < SPANS; i++) tess_free(span[i]);
+  *(size_t *)out = footprint_now() - before;
+  return NULL;
+}
+
+static pthread_barrier_t holders_barrier;
+
+static void *hold_a_heap(void *arg) {
+  (void)arg;
+  void *p = tess_malloc(64);
+  pthread_barrier_wait(&holders_barrier); /* in use */
+  pthread_barrier_wait(&holders_barrier); /* measured */
+  tess_free(p);
+  return NULL;
+}
+
+/* What a heap keeps is shared when many are in use (docs/mechanisms/
+ * fixed-heap.md): 256 KiB each in a 32 MiB region with up to 4 heaps in
+ * use, a quarter of 1 MiB each with 8. */
+static void shared_cache(void) {
+  init_region(32 * MiB);
+  size_t alone, shared;
+  pthread_t measure;
+  REQUIRE(pthread_create(&measure, NULL, kept_of_256k, &alone) == 0, "spawn");
+  pthread_join(measure, NULL);
+  enum { HOLDERS = 7 };
+  pthread_t holders[HOLDERS];
+  pthread_barrier_init(&holders_barrier, NULL, HOLDERS + 1);
+  for (int i = 0; i < HOLDERS; i++) {
+    REQUIRE(pthread_create(&holders[i], NULL, hold_a_heap, NULL) == 0, "spawn");
+  }
+  pthread_barrier_wait(&holders_barrier);
+  REQUIRE(pthread_create(&measure, NULL, kept_of_256k, &shared) == 0, "spawn");
+  pthread_join(measure, NULL);
+  pthread_barrier_wait(&holders_barrier);
+  for (int i = 0; i < HOLDERS; i++) pthread_join(holders[i], NULL);
+  pthread_barrier_destroy(&holders_barrier);
+  printf("shared cache: one heap in use kept %zu KiB, one of eight %zu KiB\n", alone >> 10,
+         shared >> 10);
+  CHECK(alone >= 192 << 10, "a heap alone kept only %zu KiB of 256", alone >> 10);
+  CHECK(shared <= 128 << 10, "one heap of eight kept %zu KiB, more than 128", shared >> 10);
+}
+
 /* ------------------------------------------------------------------ lazy */
 
 static size_t footprint_now(void) {
@@ -534,8 +591,8 @@ static const scenario_t scenarios[] = {
     {"integrity", integrity},   {"exhaustion-small", exhaustion_small},
     {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks},
     {"low-end", low_end},       {"borrow", borrow},
-    {"lazy", lazy},             {"churn", churn},
-    {"errors", errors},
+    {"shared-cache", shared_cache}, {"lazy", lazy},
+    {"churn", churn},           {"errors", errors},
 };
 
 int main(int argc, char **argv) {
