@@ -190,22 +190,22 @@ static inline tess_block_t *pop_block(tess_page_t *d) {
 /* Pops a block off the current slab for `size`: direct[] up to 1 KiB, the
  * class's current slab up to the heap's slab limit (the run-time one: 4
  * KiB in fixed mode, where larger sizes are spans, which then skip the
- * class lookup). NULL sends the caller to its slow path. The block is
- * counted by its slab's class, which a fixed heap's slab may lend to
- * smaller classes (heap.c).
+ * class lookup). NULL sends the caller to its slow path.
  * The empty heap's counters are never written: its pages have no block. */
 static inline void *pop_current(size_t size) {
   tess_heap_t *h = tessi_tls_heap;
-  tess_page_t *d;
+  tess_block_t *b;
   if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
-    d = h->direct[(size + 15) >> 4];
+    size_t slot = (size + 15) >> 4;
+    b = pop_block(h->direct[slot]);
+    if (TESS_LIKELY(b != NULL)) TESS_STAT_INC_AT(h->stats.slot_allocs, slot);
   } else if (size <= h->slab_limit) {
-    d = h->current[tessi_class_of(size)];
+    unsigned cls = tessi_class_of(size);
+    b = pop_block(h->current[cls]);
+    if (TESS_LIKELY(b != NULL)) TESS_STAT_ADD(h->stats.allocs[cls], 1);
   } else {
     return NULL;
   }
-  tess_block_t *b = pop_block(d);
-  if (TESS_LIKELY(b != NULL)) TESS_STAT_INC_AT(h->stats.allocs, d->size_class);
   return b;
 }
 

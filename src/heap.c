@@ -71,9 +71,25 @@ static void point_current(tess_heap_t *h, unsigned cls, tess_page_t *d) {
   }
 }
 
+/* Class cls borrows from class lender - 1 (lender = 0: stops borrowing).
+ * What cls's fast path counted while it borrowed is moved to the lender's
+ * class when it stops (types.h). */
+static void borrow_set(tess_heap_t *h, unsigned cls, unsigned lender) {
+  unsigned was = h->borrow[cls];
+  uint64_t counted = tessi_fast_allocs(&h->stats, cls);
+  if (was != 0) {
+    uint64_t moved = counted - h->borrow_base[cls];
+    TESS_STAT_ADD(h->stats.lent[cls], moved);
+    TESS_STAT_ADD(h->stats.allocs[was - 1], moved);
+  }
+  __atomic_store_n(&h->borrow_base[cls], counted, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->borrow[cls], (uint8_t)lender, __ATOMIC_RELAXED);
+  if (was == 0 && lender != 0) h->borrowed++;
+  if (was != 0 && lender == 0) h->borrowed--;
+}
+
 static void borrow_end(tess_heap_t *h, unsigned cls) {
-  h->borrow[cls] = 0;
-  h->borrowed--;
+  borrow_set(h, cls, 0);
   point_current(h, cls, &tessi_page_empty);
 }
 
@@ -87,10 +103,7 @@ static void set_current(tess_heap_t *h, unsigned cls) {
   tess_page_t *old = h->current[cls];
   bool old_borrowed = h->borrow[cls] != 0;
   if (d == old && !old_borrowed) return;
-  if (old_borrowed) {
-    h->borrow[cls] = 0;
-    h->borrowed--;
-  }
+  if (old_borrowed) borrow_set(h, cls, 0);
   point_current(h, cls, d);
   if (d != &tessi_page_empty) d->state++;
   if (h->borrowed != 0) {
@@ -607,8 +620,7 @@ static void *borrow_block(tess_heap_t *h, unsigned cls) {
       continue;
     }
     if (!tessi_slab_refill(tessi_region_of_page(d), d)) continue;
-    h->borrow[cls] = (uint8_t)(c + 1);
-    h->borrowed++;
+    borrow_set(h, cls, c + 1);
     point_current(h, cls, d);
     return pop_block(h, d);
   }

@@ -412,6 +412,19 @@ size_t tessi_heap_pool_length(void);
 #define TESS_STAT_INC_AT(array, index) TESS_STAT_ADD((array)[index], 1)
 #endif
 extern tess_heap_stats_t tessi_stats_shared;
+/* What malloc's fast path has counted for class c: its direct[] slots
+ * (sizes up to TESS_SMALL_MAX), else allocs[c]. Loads are relaxed: the
+ * merge reads other threads' counters. */
+static inline uint64_t tessi_fast_allocs(const tess_heap_stats_t *s, unsigned c) {
+  uint32_t size = tessi_classes[c].block_size;
+  if (size > TESS_SMALL_MAX) return __atomic_load_n(&s->allocs[c], __ATOMIC_RELAXED);
+  uint64_t sum = 0;
+  for (unsigned slot = c == 0 ? 0 : tessi_classes[c - 1].block_size / 16 + 1; slot <= size / 16;
+       slot++) {
+    sum += __atomic_load_n(&s->slot_allocs[slot], __ATOMIC_RELAXED);
+  }
+  return sum;
+}
 /* Adds n to `field` of the calling thread's counters (off the fast paths). */
 #define TESS_STAT_MINE(field, n)                                                  \
   do {                                                                            \

@@ -40,8 +40,11 @@ typedef struct totals_s {
 } totals_t;
 
 static void add_heap(totals_t *t, const tess_heap_stats_t *s) {
+  for (unsigned slot = 0; slot < TESS_DIRECT_SLOTS; slot++) {
+    t->allocs[tessi_class_of(slot * 16u)] += load(&s->slot_allocs[slot]);
+  }
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
-    t->allocs[c] += load(&s->allocs[c]);
+    t->allocs[c] += load(&s->allocs[c]) - load(&s->lent[c]);
     t->pending_in[c] += load(&s->pending_in[c]);
     t->pending_out[c] += load(&s->pending_out[c]);
     t->made[c] += load(&s->slabs_made[c]);
@@ -51,6 +54,19 @@ static void add_heap(totals_t *t, const tess_heap_stats_t *s) {
   for (unsigned i = 0; i < 8; i++) t->span[i] += load(&span[i]);
   t->requested_in += load(&s->requested_in);
   t->requested_out += load(&s->requested_out);
+}
+
+/* What h's borrowing classes counted so far in their own class, moved to
+ * their lenders' (types.h; a borrowing that ends meanwhile may make the
+ * figures a few blocks off, as any read while threads run). */
+static void add_borrowing(totals_t *t, const tess_heap_t *h) {
+  for (unsigned c = 0; c < TESS_CLASSES; c++) {
+    unsigned lender = __atomic_load_n(&h->borrow[c], __ATOMIC_RELAXED);
+    if (lender == 0) continue;
+    uint64_t moved = tessi_fast_allocs(&h->stats, c) - load(&h->borrow_base[c]);
+    t->allocs[c] -= moved;
+    t->allocs[lender - 1] += moved;
+  }
 }
 
 static void fill_span(struct tess_span_stats *out, const uint64_t *span) {
@@ -71,6 +87,7 @@ static void merge_counters_locked(struct tess_stats *s) {
   for (tess_heap_t *h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire); h != NULL;
        h = h->next_made) {
     add_heap(&t, &h->stats);
+    add_borrowing(&t, h);
     t.heaps++;
   }
   tessi_slab_blocks_out(t.out);

@@ -159,17 +159,24 @@ typedef struct tess_bin_s {
 } tess_bin_t;
 
 /* Counters of one heap, written only by the thread that holds the heap
- * and read by anyone (stats.c merges them). Slab blocks are counted by the
- * class of the slab they come from (which a fixed heap may lend to smaller
- * classes: heap.c). Slab frees are not counted: a slab's state already
- * counts its blocks out, so stats.c finds the live blocks by walking the
- * slabs and derives frees = allocs - live; the counters here only track
- * the frees that other threads left on a slab's remote stack or a heap's
- * delayed list, which the state still counts as out (pending_in when
- * pushed, by the freeing thread; pending_out when taken off, by the thread
- * that does it). So a heap's counters may be negative alone. */
+ * and read by anyone (stats.c merges them). Slab blocks are counted by
+ * class except on the small malloc fast path, which counts by its direct[]
+ * slot (no class lookup). A fixed heap's class may borrow another class's
+ * slab (heap.c): what its fast path counted meanwhile is moved to the
+ * lender's class when the borrowing ends (allocs of the lender, lent of
+ * the borrower), and the merge moves what an ongoing borrowing counted so
+ * far (heap.c, tessi_heap_borrowed_allocs). Slab frees are not counted: a
+ * slab's state already counts its blocks out, so stats.c finds the live
+ * blocks by walking the slabs and derives frees = allocs - live; the
+ * counters here only track the frees that other threads left on a slab's
+ * remote stack or a heap's delayed list, which the state still counts as
+ * out (pending_in when pushed, by the freeing thread; pending_out when
+ * taken off, by the thread that does it). So a heap's counters may be
+ * negative alone. */
 typedef struct tess_heap_stats_s {
+  uint64_t slot_allocs[TESS_DIRECT_SLOTS]; /* the small fast path, by direct[] slot */
   uint64_t allocs[TESS_CLASSES];
+  uint64_t lent[TESS_CLASSES]; /* counted in this class, made in a lender's slab */
   uint64_t pending_in[TESS_CLASSES];
   uint64_t pending_out[TESS_CLASSES];
   uint64_t slabs_made[TESS_CLASSES]; /* formatted for the class */
@@ -189,9 +196,12 @@ typedef struct tess_heap_s {
   size_t slab_limit;
   tess_bin_t bins[TESS_CLASSES];
   /* fixed mode: 1 + the larger class whose current slab class c borrows
-   * (heap.c), 0 when none; borrowed counts the classes that borrow */
+   * (heap.c), 0 when none; borrowed counts the classes that borrow;
+   * borrow_base[c]: c's fast-path count when it began (both read by
+   * stats.c: written with relaxed atomic stores) */
   uint8_t borrow[TESS_CLASSES];
   uint32_t borrowed;
+  uint64_t borrow_base[TESS_CLASSES];
   uint16_t slabs_owned[TESS_CLASSES]; /* slabs of each class it owns */
   tess_bin_t full;                    /* detached (full) slabs, any class */
   _Atomic(tess_block_t *) delayed;    /* remote frees into detached slabs */

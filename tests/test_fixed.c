@@ -347,10 +347,16 @@ static void borrow(void) {
         tess_usable_size(seldom), lent);
   CHECK(((uintptr_t)lender >> 12) == ((uintptr_t)seldom >> 12), "%p and %p: not one slab",
         (void *)lender, (void *)seldom);
+  char *again = tess_malloc(200); /* through malloc's fast path, lent too */
+  REQUIRE(again != NULL, "a third small block");
+  CHECK(tess_usable_size(again) == lent && ((uintptr_t)again >> 12) == ((uintptr_t)lender >> 12),
+        "a second 200-byte block not in the lent slab");
   struct tess_stats s;
   REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
-  CHECK(class_stats(&s, 320)->live_blocks == 2 && class_stats(&s, 320)->allocs == 2,
-        "the lent block is not counted in its slab's class");
+  CHECK(class_stats(&s, 320)->live_blocks == 3 && class_stats(&s, 320)->allocs == 3,
+        "lent blocks not counted in their slab's class: %llu allocs, %llu live",
+        (unsigned long long)class_stats(&s, 320)->allocs,
+        (unsigned long long)class_stats(&s, 320)->live_blocks);
   CHECK(class_stats(&s, 224)->allocs == 0 && class_stats(&s, 224)->slabs == 0,
         "class 224 counted a block or made a slab");
 
@@ -365,6 +371,13 @@ static void borrow(void) {
   }
   CHECK(own >= MANY * 95 / 100, "only %zu of %d blocks of a busy class in its own slabs", own,
         (int)MANY);
+  /* every block counted in the class of the slab it came from, whichever
+   * way it was allocated and whether the borrowing goes on or ended */
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  CHECK(class_stats(&s, 224)->allocs == own && class_stats(&s, 320)->allocs == 3 + MANY - own,
+        "allocs by class: 224 %llu (expected %zu), 320 %llu (expected %zu)",
+        (unsigned long long)class_stats(&s, 224)->allocs, own,
+        (unsigned long long)class_stats(&s, 320)->allocs, 3 + MANY - own);
 
   char *tiny = tess_malloc(70); /* class 80, which could lend to class 64 */
   REQUIRE(tiny != NULL, "a 70-byte block");
@@ -376,6 +389,7 @@ static void borrow(void) {
   }
   for (size_t i = 0; i < MANY; i++) tess_free(many[i]);
   tess_free(tiny);
+  tess_free(again);
   tess_free(seldom);
   tess_free(lender);
   CHECK_HEAP("after borrowing");
