@@ -165,7 +165,7 @@ typedef struct tess_bin_s {
  * slab (heap.c): what its fast path counted meanwhile is moved to the
  * lender's class when the borrowing ends (allocs of the lender, lent of
  * the borrower), and the merge moves what an ongoing borrowing counted so
- * far (heap.c, tessi_heap_borrowed_allocs). Slab frees are not counted: a
+ * far (stats.c, add_borrowing). Slab frees are not counted: a
  * slab's state already counts its blocks out, so stats.c finds the live
  * blocks by walking the slabs and derives frees = allocs - live; the
  * counters here only track the frees that other threads left on a slab's
@@ -202,7 +202,7 @@ typedef struct tess_heap_s {
   uint8_t borrow[TESS_CLASSES];
   uint32_t borrowed;
   uint64_t borrow_base[TESS_CLASSES];
-  uint16_t slabs_owned[TESS_CLASSES]; /* slabs of each class it owns */
+  uint32_t slabs_owned[TESS_CLASSES]; /* slabs of each class it owns */
   tess_bin_t full;                    /* detached (full) slabs, any class */
   _Atomic(tess_block_t *) delayed;    /* remote frees into detached slabs */
   tess_page_t *empty_slabs;           /* cached empty slabs (any class) */
