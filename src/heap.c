@@ -66,8 +66,8 @@ static void point_current(tess_heap_t *h, unsigned cls, tess_page_t *d) {
   h->current[cls] = d;
   uint32_t size = tessi_classes[cls].block_size;
   if (size <= TESS_SMALL_MAX) {
-    unsigned lo = cls == 0 ? 0 : tessi_classes[cls - 1].block_size / 16 + 1;
-    for (unsigned slot = lo; slot <= size / 16; slot++) h->direct[slot] = d;
+    for (unsigned slot = tessi_class_first_slot(cls); slot <= size / 16; slot++)
+      h->direct[slot] = d;
   }
 }
 
@@ -84,8 +84,6 @@ static void borrow_set(tess_heap_t *h, unsigned cls, unsigned lender) {
   }
   __atomic_store_n(&h->borrow_base[cls], counted, __ATOMIC_RELAXED);
   __atomic_store_n(&h->borrow[cls], (uint8_t)lender, __ATOMIC_RELAXED);
-  if (was == 0 && lender != 0) h->borrowed++;
-  if (was != 0 && lender == 0) h->borrowed--;
 }
 
 static void borrow_end(tess_heap_t *h, unsigned cls) {
@@ -106,15 +104,14 @@ static void set_current(tess_heap_t *h, unsigned cls) {
   if (old_borrowed) borrow_set(h, cls, 0);
   point_current(h, cls, d);
   if (d != &tessi_page_empty) d->state++;
-  if (h->borrowed != 0) {
-    bool lends = d != &tessi_page_empty && h->slabs_owned[cls] <= BORROW_LENDER_SLABS;
-    for (unsigned c = tessi_classes[cls].borrows_from_low; c < cls; c++) {
-      if (h->borrow[c] != cls + 1) continue;
-      if (lends)
-        point_current(h, c, d);
-      else
-        borrow_end(h, c);
-    }
+  /* (a few classes below cls; outside fixed mode none borrows) */
+  bool lends = d != &tessi_page_empty && h->slabs_owned[cls] <= BORROW_LENDER_SLABS;
+  for (unsigned c = tessi_classes[cls].borrows_from_low; c < cls; c++) {
+    if (h->borrow[c] != cls + 1) continue;
+    if (lends)
+      point_current(h, c, d);
+    else
+      borrow_end(h, c);
   }
   if (!old_borrowed && old != &tessi_page_empty && --old->state == 0) slab_empty(h, old);
 }
@@ -526,8 +523,7 @@ static void orphans_tend_locked(orphan_list_t *list, tess_page_t **released) {
  * out of memory): the fixed platform can only spin, and a spin on a lock
  * whose holder lost its CPU costs more than the fresh slab the caller
  * takes instead. h's own shard is tended on the way. */
-static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) {
-  if (atomic_load_explicit(&orphans_filed[cls], memory_order_relaxed) == 0) return NULL;
+static TESS_NOINLINE tess_page_t *orphan_take_filed(tess_heap_t *h, unsigned cls, bool wait) {
   orphan_list_t *shards = orphans[cls];
   tess_page_t *d = NULL, *released = NULL;
   unsigned busy = 0; /* bit k: shard h->shard + k was locked when tried */
@@ -568,6 +564,14 @@ static tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) {
     h->slabs_owned[cls]++;
   }
   return d;
+}
+
+/* The same, after one load when class cls has no orphan (a call in full
+ * swing); out of line otherwise, so that the slow path that calls it stays
+ * small. */
+static inline tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) {
+  if (atomic_load_explicit(&orphans_filed[cls], memory_order_relaxed) == 0) return NULL;
+  return orphan_take_filed(h, cls, wait);
 }
 
 /* Frees that raced with orphaning and are still pending: collected, and

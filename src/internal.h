@@ -69,6 +69,11 @@ static inline unsigned tessi_class_of(size_t n) {
   unsigned top = 63u - (unsigned)__builtin_clzll(m); /* >= 7 */
   return TESS_EXACT_CLASSES + (top - 7u) * 4u + (unsigned)((m >> (top - 2u)) & 3u);
 }
+/* The first direct[] slot (sizes in 16-byte steps) of a class up to
+ * TESS_SMALL_MAX; its last is block_size / 16. */
+static inline unsigned tessi_class_first_slot(unsigned cls) {
+  return cls == 0 ? 0 : tessi_classes[cls - 1].block_size / 16 + 1;
+}
 /* Smallest class >= size whose blocks are all `align`-aligned (align <= page);
  * -1 when none (then the block is a page span). */
 int tessi_class_for_aligned(size_t size, size_t align);
@@ -419,8 +424,7 @@ static inline uint64_t tessi_fast_allocs(const tess_heap_stats_t *s, unsigned c)
   uint32_t size = tessi_classes[c].block_size;
   if (size > TESS_SMALL_MAX) return __atomic_load_n(&s->allocs[c], __ATOMIC_RELAXED);
   uint64_t sum = 0;
-  for (unsigned slot = c == 0 ? 0 : tessi_classes[c - 1].block_size / 16 + 1; slot <= size / 16;
-       slot++) {
+  for (unsigned slot = tessi_class_first_slot(c); slot <= size / 16; slot++) {
     sum += __atomic_load_n(&s->slot_allocs[slot], __ATOMIC_RELAXED);
   }
   return sum;

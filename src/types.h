@@ -196,11 +196,9 @@ typedef struct tess_heap_s {
   size_t slab_limit;
   tess_bin_t bins[TESS_CLASSES];
   /* fixed mode: 1 + the larger class whose current slab class c borrows
-   * (heap.c), 0 when none; borrowed counts the classes that borrow;
-   * borrow_base[c]: c's fast-path count when it began (both read by
-   * stats.c: written with relaxed atomic stores) */
+   * (heap.c), 0 when none; borrow_base[c]: c's fast-path count when it
+   * began (both read by stats.c: written with relaxed atomic stores) */
   uint8_t borrow[TESS_CLASSES];
-  uint32_t borrowed;
   uint64_t borrow_base[TESS_CLASSES];
   uint32_t slabs_owned[TESS_CLASSES]; /* slabs of each class it owns */
   tess_bin_t full;                    /* detached (full) slabs, any class */

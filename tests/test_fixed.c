@@ -333,7 +333,7 @@ static const struct tess_class_stats *class_stats(const struct tess_stats *s, si
 }
 
 /* A class seldom used shares a larger class's slab (docs/mechanisms/
- * heaps.md); one in heavy use gets slabs of its own; aligned requests
+ * fixed-heap.md); one in heavy use gets slabs of its own; aligned requests
  * never borrow (a lender's blocks need not have their alignment). */
 static void borrow(void) {
   init_region(8 * MiB);
@@ -430,7 +430,7 @@ static void *hold_a_heap(void *arg) {
 
 /* What a heap keeps is shared when many are in use (docs/mechanisms/
  * fixed-heap.md): 256 KiB each in a 32 MiB region with up to 4 heaps in
- * use, a quarter of 1 MiB each with 8. */
+ * use, 1 MiB among them with more: an eighth of it each with 8. */
 static void shared_cache(void) {
   init_region(32 * MiB);
   size_t alone, shared;
