@@ -29,22 +29,30 @@ tess_heap_stats_t tessi_stats_shared;
  * shared among them (at least TESS_SPAN_SMALL each). A kept span that is
  * taken again saves a trip to the partition, but what all heaps keep at
  * once is footprint: in OE's allocation sample with 16 calls at once,
- * keeping a full 256 KiB each peaked at 6.3 MiB, a quarter of it 5.5 MiB,
- * at the same speed at every thread count (an eighth: 4.9 MiB, but 6-18 %
- * slower from 8 threads on). Set when a heap is taken or given back. */
-#define CACHE_SHARED_BY 4
+ * keeping a full 256 KiB each peaked at 6.3 MiB, 4 heaps' worth shared
+ * 5.5 MiB, 3 heaps' worth 0.2 MiB less again, each at the same speed at
+ * every thread count (2 heaps' worth: 6-18 % slower from 8 threads on).
+ * Set when a heap is taken or given back. */
+#define CACHE_SHARED_BY 3
 _Atomic(size_t) tessi_heap_cache_now;
 static _Atomic(uint32_t) heaps_in_use;
+/* Empty slabs a heap may keep: a quarter of the span budget, an eighth in
+ * a fixed region (whose slabs are a page or two, so a few cover the
+ * classes that come and go; OE's sample, every call at once: 0.1 MiB
+ * less, at the same speed). */
+static _Atomic(size_t) empty_slab_budget;
 
 static void heaps_in_use_add(int delta) {
   uint32_t in_use =
       atomic_fetch_add_explicit(&heaps_in_use, (uint32_t)delta, memory_order_relaxed) +
       (uint32_t)delta;
   size_t budget = tessi_options.heap_cache;
-  if (tessi_primary->is_fixed && in_use > CACHE_SHARED_BY) {
+  bool is_fixed = tessi_primary->is_fixed;
+  if (is_fixed && in_use > CACHE_SHARED_BY) {
     budget = TESS_MAX(budget * CACHE_SHARED_BY / in_use, TESS_SPAN_SMALL);
   }
   atomic_store_explicit(&tessi_heap_cache_now, budget, memory_order_relaxed);
+  atomic_store_explicit(&empty_slab_budget, budget / (is_fixed ? 8 : 4), memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------ bin lists */
@@ -53,12 +61,13 @@ static void slab_empty(tess_heap_t *h, tess_page_t *d);
 
 /* Borrowing (fixed mode). A class with no slab of its own that has room
  * may take its blocks from the current slab of a larger class (blocks up
- * to twice its size), the lender, and keeps borrowing it (its current[]
- * and direct[] point there) while the lender's class holds at most
- * BORROW_LENDER_SLABS slabs: a class used by a few blocks at a time shares
- * a slab instead of pinning one of its own (OE's allocation sample spreads
- * a quarter of its requests over 28 classes), while one in heavy use, or
- * next to one, soon has slabs of its own and pays no rounding. */
+ * to TESS_BORROW_WINDOW times its size), the lender, and keeps borrowing
+ * it (its current[] and direct[] point there) while the lender's class
+ * holds at most BORROW_LENDER_SLABS slabs: a class used by a few blocks at
+ * a time shares a slab instead of pinning one of its own (OE's allocation
+ * sample spreads a quarter of its requests over 26 classes), while one in
+ * heavy use, or next to one, soon has slabs of its own and pays no
+ * rounding. */
 #define BORROW_LENDER_SLABS 2
 
 /* current[cls] and its direct[] slots point at d. */
@@ -197,7 +206,7 @@ static void slab_empty(tess_heap_t *h, tess_page_t *d) {
   TESS_STAT_ADD(h->stats.slabs_done[d->size_class], 1);
   size_t pages = slab_pages(d);
   if ((h->empty_slab_pages + pages) << TESS_PAGE_SHIFT <=
-      atomic_load_explicit(&tessi_heap_cache_now, memory_order_relaxed) / 4) {
+      atomic_load_explicit(&empty_slab_budget, memory_order_relaxed)) {
     /* no block and no class until formatted again (check.c relies on it) */
     d->free = d->local_free = NULL;
     d->capacity = 0;

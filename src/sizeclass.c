@@ -54,14 +54,18 @@ void tessi_sizeclass_init(size_t slab_target_bytes, uint32_t min_blocks, size_t 
     info->extend_blocks = TESS_MAX(1u, (uint32_t)(TESS_PAGE_SIZE / size));
     info->div_magic = UINT64_MAX / size + 1;
   }
-  /* a block lent to a smaller class is at most twice the size asked for */
+  /* a block lent to a smaller class is at most TESS_BORROW_WINDOW times
+   * the size of the class's own blocks */
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
     unsigned top = c, low = c;
     while (top + 1 < TESS_CLASSES && tessi_classes[top + 1].block_size <= tessi_slab_limit &&
-           tessi_classes[top + 1].block_size <= 2 * tessi_classes[c].block_size) {
+           tessi_classes[top + 1].block_size <= TESS_BORROW_WINDOW * tessi_classes[c].block_size) {
       top++;
     }
-    while (low > 0 && 2 * tessi_classes[low - 1].block_size >= tessi_classes[c].block_size) low--;
+    while (low > 0 &&
+           TESS_BORROW_WINDOW * tessi_classes[low - 1].block_size >= tessi_classes[c].block_size) {
+      low--;
+    }
     tessi_classes[c].lends_to_top = (uint8_t)top;
     tessi_classes[c].borrows_from_low = (uint8_t)low;
   }

@@ -34,6 +34,11 @@
 #define TESS_SMALL_MAX 1024 /* sizes served by heap->direct[] */
 #define TESS_DIRECT_SLOTS (TESS_SMALL_MAX / 16 + 1)
 #define TESS_SLAB_MAX_PAGES 128 /* head_delta fits 16 bits */
+/* Fixed mode: a seldom-used class may borrow blocks up to this many times
+ * its own size from a larger class's slab (heap.c). OE's sample, every
+ * call at once: 2x pinned 0.16 MiB more in current slabs than 4x; 8x saved
+ * 0.07 MiB more, but workload B ran fewer calls per second with it. */
+#define TESS_BORROW_WINDOW 4
 
 #define TESS_SPAN_CACHE_PAGES 32 /* large spans a heap may keep: 1..32 pages */
 

@@ -359,6 +359,22 @@ static void borrow(void) {
         (unsigned long long)class_stats(&s, 320)->live_blocks);
   CHECK(class_stats(&s, 224)->allocs == 0 && class_stats(&s, 224)->slabs == 0,
         "class 224 counted a block or made a slab");
+  /* lenders are at most TESS_BORROW_WINDOW (4) times the size: 320-byte
+   * blocks are not lent for 40 bytes */
+  char *small = tess_malloc(40);
+  REQUIRE(small != NULL, "a 40-byte block");
+  CHECK(tess_usable_size(small) < lent && ((uintptr_t)small >> 12) != ((uintptr_t)lender >> 12),
+        "40 bytes served from the 320-byte slab (%zu usable bytes)", tess_usable_size(small));
+  /* above 3 KiB, a page of its own (no slab of two pages for one block) */
+  uint64_t large_before = s.large.live;
+  char *page = tess_malloc(3100);
+  REQUIRE(page != NULL, "a 3100-byte block");
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  CHECK(s.large.live == large_before + 1 && ((uintptr_t)page & 4095) == 0,
+        "3100 bytes not a page span: %p, %llu large blocks live", (void *)page,
+        (unsigned long long)s.large.live);
+  tess_free(page);
+  tess_free(small);
 
   enum { MANY = 2000 };
   static void *many[MANY];
