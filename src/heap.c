@@ -23,8 +23,8 @@ __thread tess_heap_t *tessi_tls_heap = &tessi_heap_empty;
 _Atomic(tess_heap_t *) tessi_heaps_made;
 tess_heap_stats_t tessi_stats_shared;
 
-/* What a heap may keep now, in freed large spans (a quarter of it in empty
- * slabs): TESS_HEAP_CACHE, but in a fixed region, when more than
+/* What a heap may keep now, in freed large spans (and part of it in empty
+ * slabs, below): TESS_HEAP_CACHE, but in a fixed region, when more than
  * CACHE_SHARED_BY heaps are in use, that much times CACHE_SHARED_BY
  * shared among them (at least TESS_SPAN_SMALL each). A kept span that is
  * taken again saves a trip to the partition, but what all heaps keep at

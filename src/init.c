@@ -61,7 +61,7 @@ static void make_primary(tess_region_t *r) {
  * that may hold one block or none (OE's sample, every call at once: 0.2
  * MiB less, at fewer instructions per request). A heap keeps freed large
  * spans up to 1/128 of the region (at most 256 KiB) and empty slabs up to
- * a quarter of that, and empties both when its thread is done, so only
+ * an eighth of that, and empties both when its thread is done, so only
  * heaps in use hold them (and while many are, they share: heap.c). Less
  * costs speed: in OE's sample (32 MiB) 1/256 for every heap made one
  * thread run 15 % slower. Options set in the environment still win (read after
