@@ -58,7 +58,7 @@ static void make_primary(tess_region_t *r) {
  * pins little; blocks above 3 KiB are page spans: a slab of the 3.5 and
  * 4 KiB classes holds two blocks in two pages, no less per block than a
  * page each, but as a heap's current slab it pins both pages for a class
- * that may hold one block or none (OE's sample, every call at once: 0.2
+ * that may hold one block or none (OE's sample, every call at once: 0.1
  * MiB less, at fewer instructions per request). A heap keeps freed large
  * spans up to 1/128 of the region (at most 256 KiB) and empty slabs up to
  * an eighth of that, and empties both when its thread is done, so only
