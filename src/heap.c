@@ -113,7 +113,7 @@ static void set_current(tess_heap_t *h, unsigned cls) {
   if (old_borrowed) borrow_set(h, cls, 0);
   point_current(h, cls, d);
   if (d != &tessi_page_empty) d->state++;
-  /* (a few classes below cls; outside fixed mode none borrows) */
+  /* (the few classes below cls that may borrow: none outside fixed mode) */
   bool lends = d != &tessi_page_empty && h->slabs_owned[cls] <= BORROW_LENDER_SLABS;
   for (unsigned c = tessi_classes[cls].borrows_from_low; c < cls; c++) {
     if (h->borrow[c] != cls + 1) continue;

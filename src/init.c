@@ -67,7 +67,7 @@ static void make_primary(tess_region_t *r) {
  * thread run 15 % slower. Options set in the environment still win (read after
  * this). Measured on the enclave workloads: docs/results/enclave/. */
 static void configure_fixed(size_t size) {
-  tessi_sizeclass_init(TESS_PAGE_SIZE, 2, 3072);
+  tessi_sizeclass_init(TESS_PAGE_SIZE, 2, 3072, TESS_BORROW_WINDOW);
   tessi_options.heap_cache = TESS_MIN(TESS_MAX(size / 128, (size_t)32 << 10), (size_t)256 << 10);
 }
 
@@ -91,7 +91,7 @@ static bool init_os_locked(void) {
     return mem != NULL && init_fixed_locked((uintptr_t)mem, heap_size, true);
   }
   tessi_options_init();
-  tessi_sizeclass_init((size_t)64 << 10, 8, TESS_SLAB_MAX_SIZE);
+  tessi_sizeclass_init((size_t)64 << 10, 8, TESS_SLAB_MAX_SIZE, 1);
   tess_region_t *r = tessi_region_add_os(tessi_options.reserve, (size_t)64 << 20);
   if (r == NULL) return false;
   make_primary(r);

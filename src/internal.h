@@ -60,8 +60,10 @@ extern tess_class_info_t tessi_classes[TESS_CLASSES];
 extern size_t tessi_slab_limit; /* largest size served from slabs */
 
 /* Slabs of at least slab_target_bytes and min_blocks blocks; sizes above
- * slab_limit are page spans. */
-void tessi_sizeclass_init(size_t slab_target_bytes, uint32_t min_blocks, size_t slab_limit);
+ * slab_limit are page spans; a class may borrow blocks up to borrow_window
+ * times its size from larger classes' slabs (1: no borrowing). */
+void tessi_sizeclass_init(size_t slab_target_bytes, uint32_t min_blocks, size_t slab_limit,
+                          uint32_t borrow_window);
 
 static inline unsigned tessi_class_of(size_t n) {
   if (n <= 128) return n <= 16 ? 0 : (unsigned)((n - 1) >> 4);

@@ -42,7 +42,8 @@ static uint32_t slab_pages_for(uint32_t size, size_t target, uint32_t min_blocks
   return (uint32_t)best;
 }
 
-void tessi_sizeclass_init(size_t slab_target_bytes, uint32_t min_blocks, size_t slab_limit) {
+void tessi_sizeclass_init(size_t slab_target_bytes, uint32_t min_blocks, size_t slab_limit,
+                          uint32_t borrow_window) {
   tessi_slab_limit = TESS_MIN(slab_limit, (size_t)TESS_SLAB_MAX_SIZE);
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
     tess_class_info_t *info = &tessi_classes[c];
@@ -54,16 +55,17 @@ void tessi_sizeclass_init(size_t slab_target_bytes, uint32_t min_blocks, size_t 
     info->extend_blocks = TESS_MAX(1u, (uint32_t)(TESS_PAGE_SIZE / size));
     info->div_magic = UINT64_MAX / size + 1;
   }
-  /* a block lent to a smaller class is at most TESS_BORROW_WINDOW times
-   * the size of the class's own blocks */
+  /* a block lent to a smaller class is at most borrow_window times the
+   * size of the class's own blocks (1: none is lent, and set_current's
+   * look at the borrowers of a class finds none to look at) */
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
     unsigned top = c, low = c;
     while (top + 1 < TESS_CLASSES && tessi_classes[top + 1].block_size <= tessi_slab_limit &&
-           tessi_classes[top + 1].block_size <= TESS_BORROW_WINDOW * tessi_classes[c].block_size) {
+           tessi_classes[top + 1].block_size <= borrow_window * tessi_classes[c].block_size) {
       top++;
     }
     while (low > 0 &&
-           TESS_BORROW_WINDOW * tessi_classes[low - 1].block_size >= tessi_classes[c].block_size) {
+           borrow_window * tessi_classes[low - 1].block_size >= tessi_classes[c].block_size) {
       low--;
     }
     tessi_classes[c].lends_to_top = (uint8_t)top;
