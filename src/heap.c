@@ -626,17 +626,17 @@ static inline void *pop_block(tess_heap_t *h, tess_page_t *d) {
  * request served by a borrowed slab costs no more than one served by its
  * own. */
 static void *borrow_block(tess_heap_t *h, unsigned cls) {
-  if (h->borrow[cls] != 0) borrow_end(h, cls);
   for (unsigned c = cls + 1, top = tessi_classes[cls].lends_to_top; c <= top; c++) {
     tess_page_t *d = h->current[c];
     if (d == &tessi_page_empty || h->borrow[c] != 0 || h->slabs_owned[c] > BORROW_LENDER_SLABS) {
       continue;
     }
     if (!tessi_slab_refill(tessi_region_of_page(d), d)) continue;
-    borrow_set(h, cls, c + 1);
+    borrow_set(h, cls, c + 1); /* (ends a borrowing from another lender too) */
     point_current(h, cls, d);
     return pop_block(h, d);
   }
+  if (h->borrow[cls] != 0) borrow_end(h, cls);
   return NULL;
 }
 
