@@ -216,6 +216,7 @@ void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES]) {
   memset(out, 0, TESS_CLASSES * sizeof out[0]);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     tessi_partitions_lock(r);
+    tessi_span_drain_deferred(r); /* deferred frees are not blocks */
     size_t end = r->partitions[tessi_open_partitions(r) - 1].end_page;
     for (size_t i = r->partitions[0].first_page; i < end;) {
       tess_page_t *d = &r->pages[i];
@@ -244,6 +245,7 @@ static void walk_all(walk_t *w) {
   for (tess_region_t *r = tessi_region_first(); r != NULL && w->error == NULL;
        r = tessi_region_next(r)) {
     tessi_partitions_lock(r);
+    tessi_span_drain_deferred(r); /* so free pages match their counts */
     walk_region(w, r);
     tessi_partitions_unlock(r);
   }

@@ -35,6 +35,7 @@ tess_heap_stats_t tessi_stats_shared;
  * Set when a heap is taken or given back. */
 #define CACHE_SHARED_BY 3
 _Atomic(size_t) tessi_heap_cache_now;
+size_t tessi_span_budget_low = TESS_SPAN_SMALL;
 static _Atomic(uint32_t) heaps_in_use;
 /* Empty slabs a heap may keep: a quarter of the span budget, an eighth in
  * a fixed region (whose slabs are a page or two, so a few cover the

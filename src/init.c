@@ -69,6 +69,7 @@ static void make_primary(tess_region_t *r) {
 static void configure_fixed(size_t size) {
   tessi_sizeclass_init(TESS_PAGE_SIZE, 2, 3072, TESS_BORROW_WINDOW);
   tessi_options.heap_cache = TESS_MIN(TESS_MAX(size / 128, (size_t)32 << 10), (size_t)256 << 10);
+  tessi_span_budget_low = TESS_SPAN_LOW_FIXED;
 }
 
 static bool init_fixed_locked(uintptr_t start, size_t size, bool is_zero) {

@@ -214,12 +214,17 @@ void tessi_span_init_partition(tess_partition_t *p, bool is_zero);
  * lock is busy. */
 tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
                               bool *is_zero, bool wait);
-/* Frees pages of one partition (tessi_pages_free: of any span). */
+/* Frees pages of one partition (tessi_pages_free: of any span). In a
+ * fixed region a busy lock is not waited for: the span is parked BUSY on
+ * the partition's deferred stack, which whoever takes the lock next
+ * empties first (span.c). */
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
 /* Fixed regions, when no partition alone has room: a run of free pages
  * across partition boundaries (locks them all). NULL when there is none. */
 tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
                                      uint8_t kind, bool *is_zero);
+/* Empties every deferred stack of r; the caller holds all its locks. */
+void tessi_span_drain_deferred(tess_region_t *r);
 /* Grow an allocated span in place by taking `extra` pages right of it. */
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra);
 /* Purge every partition that has spans overdue; one load when none is.
@@ -324,10 +329,13 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
  * The budget follows how well the cache works for this heap: each take
  * that finds a span raises span_score, each that finds none lowers it; at
  * TESS_SPAN_SCORE_LOW and above the heap may keep TESS_HEAP_CACHE bytes,
- * below it TESS_SPAN_SMALL. A thread that frees and allocates large blocks
- * in turn (OE's allocation sample: 99 % found) keeps its spans; one whose
- * freed spans mostly wait in vain (a burst of mixed sizes: 25 % found)
- * does not pin them.
+ * below it tessi_span_budget_low. A thread that frees and allocates large
+ * blocks in turn (OE's allocation sample: 99 % found) keeps its spans; one
+ * whose freed spans mostly wait in vain (a burst of mixed sizes: 25 %
+ * found) does not pin them. That low budget is TESS_SPAN_SMALL, and
+ * TESS_SPAN_LOW_FIXED in a fixed region: in workload B (20 calls at once,
+ * each heap's cache below the mark) 8 KiB rather than 32 held 0.3 MiB
+ * less of the region at the same speed.
  * A heap whose cache works takes a span up to TESS_SPAN_SLACK pages longer
  * when it keeps none of the exact length. Without that, the count kept of
  * each length drifts like a random walk (a 2-page block freed, a 4-page one
@@ -336,6 +344,8 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
 #define TESS_SPAN_SCORE_MAX 64
 #define TESS_SPAN_SCORE_LOW 16
 #define TESS_SPAN_SMALL ((size_t)32 << 10)
+#define TESS_SPAN_LOW_FIXED ((size_t)8 << 10)
+extern size_t tessi_span_budget_low; /* set once at init (init.c) */
 #define TESS_SPAN_SLACK 2
 void tessi_heap_span_shrink(tess_heap_t *h);
 /* A cached span of `pages` pages, out of the cache and h's again; or NULL. */
@@ -371,7 +381,7 @@ static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
 extern _Atomic(size_t) tessi_heap_cache_now;
 static inline size_t tessi_heap_span_budget(const tess_heap_t *h) {
   size_t full = atomic_load_explicit(&tessi_heap_cache_now, memory_order_relaxed);
-  return h->span_score >= TESS_SPAN_SCORE_LOW ? full : TESS_MIN(full, TESS_SPAN_SMALL);
+  return h->span_score >= TESS_SPAN_SCORE_LOW ? full : TESS_MIN(full, tessi_span_budget_low);
 }
 
 static inline bool tessi_heap_span_keep(tess_heap_t *h, tess_page_t *d) {

@@ -26,6 +26,12 @@ static inline void clear_desc(tess_page_t *d) {
   *d = zero;
 }
 
+/* The kind of a page next to a span: a deferred free (below) may change it
+ * without the lock. */
+static inline uint8_t kind_of(const tess_page_t *d) {
+  return __atomic_load_n(&d->kind, __ATOMIC_RELAXED);
+}
+
 /* Published for tessi_span_alloc's peek without the lock. */
 static void publish_bins_used(tess_partition_t *p) {
   uint32_t used = 0;
@@ -152,10 +158,11 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
                                     uint16_t flags, uint32_t freed_at) {
   if (head > first_page(p)) {
     tess_page_t *left = head - 1;
-    tess_page_t *left_head = left->kind == TESS_PAGE_FREE_TAIL ? left - left->u.span.pages
-                             : left->kind == TESS_PAGE_FREE    ? left
-                                                               : NULL;
-    if (left_head != NULL && left_head->kind == TESS_PAGE_FREE) {
+    uint8_t left_kind = kind_of(left);
+    tess_page_t *left_head = left_kind == TESS_PAGE_FREE_TAIL ? left - left->u.span.pages
+                             : left_kind == TESS_PAGE_FREE    ? left
+                                                              : NULL;
+    if (left_head != NULL && kind_of(left_head) == TESS_PAGE_FREE) {
       bin_remove(p, left_head);
       size_t left_pages = left_head->u.span.pages;
       flags = merge_flags(flags, left_head->flags);
@@ -166,7 +173,7 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
     }
   }
   tess_page_t *right = head + pages;
-  if (right < end_page(p) && right->kind == TESS_PAGE_FREE) {
+  if (right < end_page(p) && kind_of(right) == TESS_PAGE_FREE) {
     bin_remove(p, right);
     size_t right_pages = right->u.span.pages;
     flags = merge_flags(flags, right->flags);
@@ -178,6 +185,58 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
   write_free_span(head, pages, flags, freed_at);
   bin_push(p, head);
   return head;
+}
+
+/* Deferred frees (fixed regions). A thread that frees a span while its
+ * partition's lock is busy does not wait for it: the fixed platform can
+ * only spin, and with more threads than CPUs the holder may have lost its
+ * CPU (workload B: a fifth of all CPU time went into such spins, on frees
+ * of large blocks and slabs). The span's head becomes BUSY with its length
+ * (free() then rejects a second free of it, and coalescing passes it by)
+ * and goes on the partition's deferred stack, linked through its head's
+ * `next`; whoever takes the lock next returns the stack's spans to the
+ * bins before anything else, so an allocation that locks the partition
+ * finds them. Their pages count in the footprint until then. Kinds are
+ * read with relaxed atomics (kind_of) where a deferred span's may change
+ * outside the lock: a neighbour's coalescing reads it under the lock. */
+
+static void deferred_push(tess_partition_t *p, tess_page_t *head, size_t pages) {
+  head->u.span.pages = (uint32_t)pages;
+  __atomic_store_n(&head->kind, (uint8_t)TESS_PAGE_BUSY, __ATOMIC_RELAXED);
+  tess_page_t *top = atomic_load_explicit(&p->deferred, memory_order_relaxed);
+  do {
+    head->next = top;
+  } while (!atomic_compare_exchange_weak_explicit(&p->deferred, &top, head, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+static void deferred_drain_locked(tess_partition_t *p) {
+  if (atomic_load_explicit(&p->deferred, memory_order_relaxed) == NULL) return;
+  tess_page_t *head = atomic_exchange_explicit(&p->deferred, NULL, memory_order_acquire);
+  while (head != NULL) {
+    tess_page_t *next = head->next;
+    size_t pages = head->u.span.pages;
+    clear_desc(head);
+    coalesce_insert(p, head, pages, TESS_SPAN_DIRTY, 0);
+    p->free_pages += pages;
+    tessi_span_account(-(ptrdiff_t)pages);
+    head = next;
+  }
+}
+
+void tessi_span_drain_deferred(tess_region_t *r) {
+  for (unsigned i = 0; i < r->partition_count; i++) deferred_drain_locked(&r->partitions[i]);
+}
+
+static inline void partition_lock(tess_partition_t *p) {
+  tessi_lock(&p->lock);
+  deferred_drain_locked(p);
+}
+
+static inline bool partition_trylock(tess_partition_t *p) {
+  if (!tessi_trylock(&p->lock)) return false;
+  deferred_drain_locked(p);
+  return true;
 }
 
 void tessi_span_init_partition(tess_partition_t *p, bool is_zero) {
@@ -213,14 +272,15 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
                               bool *is_zero, bool wait) {
   size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
   if (need > p->end_page - p->first_page) return NULL;
-  /* no span of need's bin or above: full for this size (a peek; when
-   * waiting, the lock decides) */
-  if (!wait && atomic_load_explicit(&p->bins_used, memory_order_relaxed) <= bin_of(need)) {
+  /* no span of need's bin or above, and none deferred: full for this
+   * size (a peek; when waiting, the lock decides) */
+  if (!wait && atomic_load_explicit(&p->bins_used, memory_order_relaxed) <= bin_of(need) &&
+      atomic_load_explicit(&p->deferred, memory_order_relaxed) == 0) {
     return NULL;
   }
   if (wait) {
-    tessi_lock(&p->lock);
-  } else if (!tessi_trylock(&p->lock)) {
+    partition_lock(p);
+  } else if (!partition_trylock(p)) {
     return NULL;
   }
   tess_page_t *head = find_span(p, need);
@@ -263,15 +323,16 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
 /* The free span that ends at the last page of p, or NULL. */
 static tess_page_t *free_span_at_end(tess_partition_t *p) {
   tess_page_t *last = end_page(p) - 1;
-  if (last->kind == TESS_PAGE_FREE) return last;
-  if (last->kind == TESS_PAGE_FREE_TAIL) return last - last->u.span.pages;
+  uint8_t last_kind = kind_of(last);
+  if (last_kind == TESS_PAGE_FREE) return last;
+  if (last_kind == TESS_PAGE_FREE_TAIL) return last - last->u.span.pages;
   return NULL;
 }
 
 /* The free span that starts at the first page of p, or NULL. */
 static tess_page_t *free_span_at_start(tess_partition_t *p) {
   tess_page_t *first = first_page(p);
-  return first->kind == TESS_PAGE_FREE ? first : NULL;
+  return kind_of(first) == TESS_PAGE_FREE ? first : NULL;
 }
 
 /* Free spans of [start, start+pages) back into the partitions they lie in
@@ -300,6 +361,7 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
                                      uint8_t kind, bool *is_zero) {
   size_t align = (size_t)TESS_MAX(align_pages, (size_t)1) << TESS_PAGE_SHIFT;
   tessi_partitions_lock(r);
+  tessi_span_drain_deferred(r);
   tess_page_t *run = NULL, *found = NULL; /* run: free pages up to the end of a partition */
   size_t run_pages = 0, lead = 0;
   for (unsigned i = 0; i < r->partition_count && found == NULL; i++) {
@@ -352,8 +414,8 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra) {
   tess_page_t *right = head + pages;
   if (right >= end_page(p) || (size_t)(end_page(p) - right) < extra) return false;
-  tessi_lock(&p->lock);
-  bool ok = right->kind == TESS_PAGE_FREE && right->u.span.pages >= extra;
+  partition_lock(p);
+  bool ok = kind_of(right) == TESS_PAGE_FREE && right->u.span.pages >= extra;
   if (ok) {
     bin_remove(p, right);
     size_t right_pages = right->u.span.pages;
@@ -416,9 +478,8 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
   }
 }
 
-void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages) {
-  tessi_span_account(-(ptrdiff_t)pages);
-  tessi_lock(&p->lock);
+/* Frees a span whose pages are accounted out already; p's lock is held. */
+static void span_free_locked(tess_partition_t *p, tess_page_t *head, size_t pages) {
   uint32_t now = p->region->is_fixed ? 0 : tessi_plat_now_ms();
   clear_desc(head);
   tess_page_t *merged = coalesce_insert(p, head, pages, TESS_SPAN_DIRTY, now);
@@ -432,6 +493,19 @@ void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages) {
       purge_locked(p, now);
     }
   }
+}
+
+void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages) {
+  if (p->region->is_fixed) {
+    if (!partition_trylock(p)) {
+      deferred_push(p, head, pages);
+      return;
+    }
+  } else {
+    partition_lock(p);
+  }
+  tessi_span_account(-(ptrdiff_t)pages);
+  span_free_locked(p, head, pages);
   tessi_unlock(&p->lock);
 }
 

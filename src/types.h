@@ -66,7 +66,7 @@ enum tess_page_kind {
   TESS_PAGE_FREE = 3,      /* head of a free span */
   TESS_PAGE_FREE_TAIL = 4, /* last page of a free span of 2+ pages */
   TESS_PAGE_META = 5,      /* region header, descriptors, heap structs */
-  TESS_PAGE_BUSY = 6,      /* free span taken out for purging */
+  TESS_PAGE_BUSY = 6,      /* free span out of the bins: being purged, or deferred */
 };
 
 /* slab->state: blocks out (allocated, or freed remotely and not yet
@@ -141,6 +141,8 @@ typedef struct tess_partition_s {
   uint64_t nonempty[TESS_SPAN_BINS / 64]; /* bit b: bins[b] has spans */
   _Atomic(uint32_t) bins_used;            /* highest b with spans, + 1: a lock-free peek */
   tess_page_t *bins[TESS_SPAN_BINS];
+  /* fixed regions: spans freed while the lock was busy (span.c) */
+  _Atomic(tess_page_t *) deferred;
   struct tess_region_s *region;
 } tess_partition_t;
 
