@@ -287,6 +287,11 @@ void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
   }
 }
 
+static void heap_give_away(tess_heap_t *h);
+#ifndef GIVE_AWAY_AFTER
+#define GIVE_AWAY_AFTER 32
+#endif
+
 void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
   if (d->state == -1 || (d->state == 0 && h->current[d->size_class] == d)) {
     /* nothing was out (the current slab's bias is not a block): undo the
@@ -300,6 +305,11 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
     tessi_list_unlink(&h->full, d);
     d->state &= TESS_STATE_COUNT;
     bin_push_back(h, d); /* behind the current slab, which stays current */
+    if (tessi_primary->is_fixed && ++h->reattached == GIVE_AWAY_AFTER) {
+      if (d->state == 0) slab_empty(h, d);
+      heap_give_away(h);
+      return;
+    }
   }
   if (d->state == 0) slab_empty(h, d);
 }
@@ -642,6 +652,7 @@ static void *borrow_block(tess_heap_t *h, unsigned cls) {
 }
 
 void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls, bool may_borrow) {
+  h->reattached = 0;
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) process_delayed(h);
   bool reclaimed = false;
   tess_page_t *d;
@@ -725,6 +736,48 @@ static void heap_trim(tess_heap_t *h) {
     if (leaving[cls] != NULL) orphans_push(h, leaving[cls]);
   }
   if (orphan_partials) empty_cache_drain(h); /* no private reserve while idle */
+}
+
+/* Fixed mode: a heap that keeps freeing into its full slabs without taking
+ * a new one (a call freeing what it made) gives its slabs other than the
+ * current ones away as orphans, so that calls still allocating can fill
+ * them while their last blocks are freed. */
+static void heap_give_away(tess_heap_t *h) {
+  process_delayed(h);
+  tess_page_t *leaving[TESS_CLASSES] = {NULL};
+  while (h->full.first != NULL) {
+    tess_page_t *d = h->full.first;
+    tessi_list_unlink(&h->full, d);
+    d->state &= TESS_STATE_COUNT;
+    tessi_slab_collect_remote(d);
+    if (d->state == 0) {
+      slab_empty(h, d);
+    } else {
+      d->next = leaving[d->size_class];
+      leaving[d->size_class] = d;
+    }
+  }
+  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) {
+    tess_page_t *d = h->bins[cls].first;
+    if (d == NULL) continue;
+    for (d = d->next; d != NULL;) {
+      tess_page_t *next = d->next;
+      tessi_slab_collect_remote(d);
+      bin_unlink(h, d);
+      if (d->state == 0) {
+        slab_empty(h, d);
+      } else {
+        d->next = leaving[cls];
+        leaving[cls] = d;
+      }
+      d = next;
+    }
+    if (leaving[cls] != NULL) orphans_push(h, leaving[cls]);
+    leaving[cls] = NULL;
+  }
+  for (unsigned cls = 0; cls < TESS_CLASSES; cls++) {
+    if (leaving[cls] != NULL) orphans_push(h, leaving[cls]);
+  }
 }
 
 /* ----------------------------------------------------------------- pool */

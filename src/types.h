@@ -219,6 +219,7 @@ typedef struct tess_heap_s {
   uint32_t span_score;           /* how well its span cache works (internal.h) */
   tess_partition_t *home;        /* where new spans come from */
   uint32_t shard;                /* which orphan lists it uses first */
+  uint32_t reattached;           /* fixed: full slabs freed into since the last malloc slow path */
   struct tess_heap_s *next_idle; /* pool links: next is colder */
   struct tess_heap_s *prev_idle;
   uint64_t idle_mark;            /* pool release count when last released or trimmed */

@@ -414,6 +414,60 @@ static void borrow(void) {
         "blocks still live after all were freed");
 }
 
+static size_t footprint_now(void);
+
+/* ------------------------------------------------------------ give away */
+
+/* A call that frees what it made gives its slabs away (heap.c, heap_give_away):
+ * another call fills their holes while the first still holds the rest. */
+enum { GIVE_BLOCKS = 4000, GIVE_SIZE = 256 };
+static pthread_barrier_t give_barrier;
+
+static void *make_then_free_half(void *arg) {
+  (void)arg;
+  static void *blocks[GIVE_BLOCKS];
+  for (int i = 0; i < GIVE_BLOCKS; i++) {
+    blocks[i] = tess_malloc(GIVE_SIZE);
+    REQUIRE(blocks[i] != NULL, "a block");
+  }
+  for (int i = 0; i < GIVE_BLOCKS; i += 2) tess_free(blocks[i]); /* a hole in every slab */
+  pthread_barrier_wait(&give_barrier); /* freed half, holds half */
+  pthread_barrier_wait(&give_barrier); /* the other call has allocated */
+  for (int i = 1; i < GIVE_BLOCKS; i += 2) tess_free(blocks[i]);
+  return NULL;
+}
+
+static void *allocate_half(void *out) {
+  static void *blocks[GIVE_BLOCKS / 2];
+  size_t before = footprint_now();
+  for (int i = 0; i < GIVE_BLOCKS / 2; i++) {
+    blocks[i] = tess_malloc(GIVE_SIZE);
+    REQUIRE(blocks[i] != NULL, "a block");
+  }
+  *(size_t *)out = footprint_now() - before;
+  for (int i = 0; i < GIVE_BLOCKS / 2; i++) tess_free(blocks[i]);
+  return NULL;
+}
+
+static void give_away(void) {
+  init_region(32 * MiB);
+  pthread_barrier_init(&give_barrier, NULL, 2);
+  pthread_t maker, taker;
+  size_t grew;
+  REQUIRE(pthread_create(&maker, NULL, make_then_free_half, NULL) == 0, "spawn");
+  pthread_barrier_wait(&give_barrier);
+  REQUIRE(pthread_create(&taker, NULL, allocate_half, &grew) == 0, "spawn");
+  pthread_join(taker, NULL);
+  pthread_barrier_wait(&give_barrier);
+  pthread_join(maker, NULL);
+  pthread_barrier_destroy(&give_barrier);
+  printf("give-away: %d blocks of %d bytes in the holes of another call's slabs took %zu KiB more\n",
+         GIVE_BLOCKS / 2, GIVE_SIZE, grew >> 10);
+  CHECK(grew <= 64 << 10, "%zu KiB more: the holes of the other call's slabs were not used",
+        grew >> 10);
+  CHECK_HEAP("after giving slabs away");
+}
+
 /* ------------------------------------------------------------- deferred */
 
 /* Large blocks and slabs freed by many threads at once: a free that finds
@@ -458,7 +512,8 @@ static void deferred(void) {
   printf("deferred: footprint %zu -> %zu KiB, largest block %zu -> %zu KiB\n",
          footprint_before >> 10, footprint_after >> 10, largest_before >> 10, largest_after >> 10);
   /* every span back; at most a chunk of heap structs more (a thread may
-   * start before the heap of one that ended is back in the pool) */
+   * start while a release trims the pool's coldest heap, which is out of
+   * the pool meanwhile: heap.c, tessi_heap_release) */
   CHECK(footprint_after <= footprint_before + (16 << 10), "footprint %zu KiB, was %zu",
         footprint_after >> 10, footprint_before >> 10);
   CHECK(largest_after >= largest_before / 2, "largest block %zu KiB, was %zu", largest_after >> 10,
@@ -693,7 +748,8 @@ static const scenario_t scenarios[] = {
     {"integrity", integrity},   {"exhaustion-small", exhaustion_small},
     {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks},
     {"low-end", low_end},       {"borrow", borrow},
-    {"shared-cache", shared_cache}, {"deferred", deferred}, {"lazy", lazy},
+    {"shared-cache", shared_cache}, {"deferred", deferred},
+    {"give-away", give_away}, {"lazy", lazy},
     {"churn", churn},           {"errors", errors},
 };
 
