@@ -691,20 +691,13 @@ again:
 
 /* ----------------------------------------------------------- trimming */
 
-/* Gives back every slab of h that holds no live block, current slabs
- * included, after collecting all frees made into them (to the bounded
- * cache, or their partition); in fixed mode the slabs with live blocks
- * become orphans, and the caches are emptied too. The caller has h to itself: h is its
- * own heap, or one it took out of the pool. */
-static void heap_trim(tess_heap_t *h) {
-  bool orphan_partials = tessi_primary->is_fixed;
-  process_delayed(h);
-  tess_page_t *leaving[TESS_CLASSES] = {NULL}; /* orphans to be, by class */
-  while (orphan_partials && h->full.first != NULL) {
-    /* full slabs too: frees into them would otherwise wait for this heap
-     * to run again. Collecting clears NOTIFY; a free that took NOTIFY just
-     * before left its block on our delayed list, from where it reaches the
-     * slab later. */
+/* h's full slabs leave it (fixed mode): frees into them would otherwise
+ * wait for h to run again. Each is collected, then cached or freed if
+ * that emptied it, else chained on leaving[its class], an orphan to be.
+ * Collecting clears NOTIFY; a free that took NOTIFY just before left its
+ * block on h's delayed list, from where it reaches the slab later. */
+static void full_slabs_leave(tess_heap_t *h, tess_page_t *leaving[TESS_CLASSES]) {
+  while (h->full.first != NULL) {
     tess_page_t *d = h->full.first;
     tessi_list_unlink(&h->full, d);
     d->state &= TESS_STATE_COUNT;
@@ -716,6 +709,18 @@ static void heap_trim(tess_heap_t *h) {
       leaving[d->size_class] = d;
     }
   }
+}
+
+/* Gives back every slab of h that holds no live block, current slabs
+ * included, after collecting all frees made into them (to the bounded
+ * cache, or their partition); in fixed mode the slabs with live blocks
+ * become orphans, and the caches are emptied too. The caller has h to itself: h is its
+ * own heap, or one it took out of the pool. */
+static void heap_trim(tess_heap_t *h) {
+  bool orphan_partials = tessi_primary->is_fixed;
+  process_delayed(h);
+  tess_page_t *leaving[TESS_CLASSES] = {NULL}; /* orphans to be, by class */
+  if (orphan_partials) full_slabs_leave(h, leaving);
   for (unsigned cls = 0; cls < TESS_CLASSES; cls++) {
     for (tess_page_t *d = h->bins[cls].first, *next; d != NULL; d = next) {
       next = d->next;
@@ -745,18 +750,7 @@ static void heap_trim(tess_heap_t *h) {
 static void heap_give_away(tess_heap_t *h) {
   process_delayed(h);
   tess_page_t *leaving[TESS_CLASSES] = {NULL};
-  while (h->full.first != NULL) {
-    tess_page_t *d = h->full.first;
-    tessi_list_unlink(&h->full, d);
-    d->state &= TESS_STATE_COUNT;
-    tessi_slab_collect_remote(d);
-    if (d->state == 0) {
-      slab_empty(h, d);
-    } else {
-      d->next = leaving[d->size_class];
-      leaving[d->size_class] = d;
-    }
-  }
+  full_slabs_leave(h, leaving);
   for (unsigned cls = 0; cls < TESS_CLASSES; cls++) {
     tess_page_t *d = h->bins[cls].first;
     if (d == NULL) continue;
