@@ -843,6 +843,7 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
     taken = h;
   }
   orphans_sweep();
+  tessi_span_drain_all(); /* what the trims freed while a partition was busy */
   bool has_orphan = cls < TESS_CLASSES && orphans_exist(cls);
   tessi_lock(&pool.lock);
   while (taken != NULL) {

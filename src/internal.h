@@ -225,6 +225,9 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
                                      uint8_t kind, bool *is_zero);
 /* Empties every deferred stack of r; the caller holds all its locks. */
 void tessi_span_drain_deferred(tess_region_t *r);
+/* Empties every deferred stack, waiting for each partition's lock (the
+ * out-of-memory path: spans freed while it trimmed count too). */
+void tessi_span_drain_all(void);
 /* Grow an allocated span in place by taking `extra` pages right of it. */
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra);
 /* Purge every partition that has spans overdue; one load when none is.
