@@ -314,9 +314,11 @@ void tessi_regions_lock_all(void) {
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     tessi_partitions_lock(r);
   }
+  tessi_span_fork_prepare();
 }
 
 void tessi_regions_unlock_all(bool in_child) {
+  tessi_span_fork_done(in_child);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     if (!in_child) {
       tessi_partitions_unlock(r);

@@ -224,6 +224,33 @@ static void deferred_drain_locked(tess_partition_t *p) {
   }
 }
 
+/* fork: a deferral under way when fork() copies the process would leave
+ * its span BUSY in the child for good. While a fork is prepared, frees
+ * wait for the lock as they did before deferrals; those already pushing
+ * are waited out. Each side writes its flag, then reads the other's (both
+ * sequentially consistent), so a free either sees `forking` or is counted
+ * in `deferring`. */
+static _Atomic(uint32_t) deferring, forking;
+
+static bool deferral_begin(void) {
+  atomic_fetch_add(&deferring, 1);
+  if (atomic_load(&forking) == 0) return true;
+  atomic_fetch_sub(&deferring, 1);
+  return false;
+}
+
+void tessi_span_fork_prepare(void) {
+  atomic_store(&forking, 1);
+  while (atomic_load(&deferring) != 0) tessi_plat_yield();
+}
+
+void tessi_span_fork_done(bool in_child) {
+  /* in the child, a free that counted itself as fork() came (and would
+   * have backed off) is in a thread that no longer exists */
+  if (in_child) atomic_store(&deferring, 0);
+  atomic_store(&forking, 0);
+}
+
 void tessi_span_drain_deferred(tess_region_t *r) {
   for (unsigned i = 0; i < r->partition_count; i++) deferred_drain_locked(&r->partitions[i]);
 }
@@ -508,12 +535,14 @@ static void span_free_locked(tess_partition_t *p, tess_page_t *head, size_t page
 }
 
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages) {
-  if (p->region->is_fixed) {
-    if (!partition_trylock(p)) {
+  if (!p->region->is_fixed) {
+    partition_lock(p);
+  } else if (!partition_trylock(p)) {
+    if (deferral_begin()) {
       deferred_push(p, head, pages);
+      atomic_fetch_sub(&deferring, 1);
       return;
     }
-  } else {
     partition_lock(p);
   }
   tessi_span_account(-(ptrdiff_t)pages);
