@@ -229,25 +229,32 @@ static void deferred_drain_locked(tess_partition_t *p) {
  * wait for the lock as they did before deferrals; those already pushing
  * are waited out. Each side writes its flag, then reads the other's (both
  * sequentially consistent), so a free either sees `forking` or is counted
- * in `deferring`. */
-static _Atomic(uint32_t) deferring, forking;
+ * in its partition's `pushing` (next to the stack it is about to push on,
+ * so a deferral touches one contended line). */
+static _Atomic(uint32_t) forking;
 
-static bool deferral_begin(void) {
-  atomic_fetch_add(&deferring, 1);
+static bool deferral_begin(tess_partition_t *p) {
+  atomic_fetch_add(&p->pushing, 1);
   if (atomic_load(&forking) == 0) return true;
-  atomic_fetch_sub(&deferring, 1);
+  atomic_fetch_sub(&p->pushing, 1);
   return false;
 }
 
 void tessi_span_fork_prepare(void) {
   atomic_store(&forking, 1);
-  while (atomic_load(&deferring) != 0) tessi_plat_yield();
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
+    for (unsigned i = 0; i < r->partition_count; i++) {
+      while (atomic_load(&r->partitions[i].pushing) != 0) tessi_plat_yield();
+    }
+  }
 }
 
 void tessi_span_fork_done(bool in_child) {
-  /* in the child, a free that counted itself as fork() came (and would
-   * have backed off) is in a thread that no longer exists */
-  if (in_child) atomic_store(&deferring, 0);
+  for (tess_region_t *r = tessi_region_first(); in_child && r != NULL; r = tessi_region_next(r)) {
+    /* a free that counted itself as fork() came (and would have backed
+     * off) is in a thread the child does not have */
+    for (unsigned i = 0; i < r->partition_count; i++) atomic_store(&r->partitions[i].pushing, 0);
+  }
   atomic_store(&forking, 0);
 }
 
@@ -538,9 +545,9 @@ void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages) {
   if (!p->region->is_fixed) {
     partition_lock(p);
   } else if (!partition_trylock(p)) {
-    if (deferral_begin()) {
+    if (deferral_begin(p)) {
       deferred_push(p, head, pages);
-      atomic_fetch_sub(&deferring, 1);
+      atomic_fetch_sub(&p->pushing, 1);
       return;
     }
     partition_lock(p);

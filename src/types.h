@@ -141,8 +141,10 @@ typedef struct tess_partition_s {
   uint64_t nonempty[TESS_SPAN_BINS / 64]; /* bit b: bins[b] has spans */
   _Atomic(uint32_t) bins_used;            /* highest b with spans, + 1: a lock-free peek */
   tess_page_t *bins[TESS_SPAN_BINS];
-  /* fixed regions: spans freed while the lock was busy (span.c) */
+  /* fixed regions: spans freed while the lock was busy, and frees pushing
+   * one now (span.c) */
   _Atomic(tess_page_t *) deferred;
+  _Atomic(uint32_t) pushing;
   struct tess_region_s *region;
 } tess_partition_t;
 
