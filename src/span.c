@@ -199,7 +199,6 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
  * finds them. Their pages count in the footprint until then. Kinds are
  * read with relaxed atomics (kind_of) where a deferred span's may change
  * outside the lock: a neighbour's coalescing reads it under the lock. */
-
 static void deferred_push(tess_partition_t *p, tess_page_t *head, size_t pages) {
   head->u.span.pages = (uint32_t)pages;
   __atomic_store_n(&head->kind, (uint8_t)TESS_PAGE_BUSY, __ATOMIC_RELAXED);
