@@ -263,7 +263,8 @@ void tessi_span_drain_deferred(tess_region_t *r) {
 
 void tessi_span_drain_all(void) {
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
-    for (unsigned i = 0; r->is_fixed && i < r->partition_count; i++) {
+    if (!r->is_fixed) continue; /* (no deferral outside fixed regions) */
+    for (unsigned i = 0; i < r->partition_count; i++) {
       tess_partition_t *p = &r->partitions[i];
       if (atomic_load_explicit(&p->deferred, memory_order_relaxed) == NULL) continue;
       tessi_lock(&p->lock);

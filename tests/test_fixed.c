@@ -524,34 +524,26 @@ static void deferred(void) {
 
 static size_t footprint_now(void);
 
-/* Bytes a heap keeps of 256 KiB of large blocks it allocated and freed. */
-static void *kept_of_256k(void *out) {
-  tess_free(tess_malloc(16)); /* a heap first */
-  enum { SPANS = 8 };
-  void *span[SPANS];
-  size_t before = footprint_now();
-  for (int i = 0; i < SPANS; i++) {
-    span[i] = tess_malloc(32 << 10);
-    REQUIRE(span[i] != NULL, "a 32 KiB block");
-  }
-  for (int i = 0; i < SPANS; i++) tess_free(span[i]);
-  *(size_t *)out = footprint_now() - before;
-  return NULL;
-}
+/* Bytes a new heap keeps of `count` large blocks of `size` bytes that it
+ * allocated, all at once, and freed (run on a thread of its own). */
+typedef struct kept_s {
+  int count;
+  size_t size;
+  size_t kept;
+} kept_t;
 
-/* Bytes a heap keeps of 40 blocks of 8 KiB it allocated, all at once, and
- * freed: every take found its cache empty, so its budget is the low one. */
-static void *kept_after_misses(void *out) {
+static void *kept_after_freeing(void *arg) {
+  kept_t *k = arg;
   tess_free(tess_malloc(16)); /* a heap first */
-  enum { SPANS = 40 };
-  void *span[SPANS];
+  void *span[64];
+  REQUIRE(k->count <= 64, "at most 64 blocks");
   size_t before = footprint_now();
-  for (int i = 0; i < SPANS; i++) {
-    span[i] = tess_malloc(8 << 10);
-    REQUIRE(span[i] != NULL, "an 8 KiB block");
+  for (int i = 0; i < k->count; i++) {
+    span[i] = tess_malloc(k->size);
+    REQUIRE(span[i] != NULL, "a block of %zu bytes", k->size);
   }
-  for (int i = 0; i < SPANS; i++) tess_free(span[i]);
-  *(size_t *)out = footprint_now() - before;
+  for (int i = 0; i < k->count; i++) tess_free(span[i]);
+  k->kept = footprint_now() - before;
   return NULL;
 }
 
@@ -572,11 +564,13 @@ static void *hold_a_heap(void *arg) {
  * whose cache keeps missing keeps 8 KiB at most. */
 static void shared_cache(void) {
   init_region(32 * MiB);
-  size_t alone, shared, missing;
+  /* 256 KiB of large blocks; 40 blocks of 8 KiB, whose takes all find the
+   * cache empty, so that the heap's budget becomes the low one */
+  kept_t alone = {8, 32 << 10, 0}, shared = alone, missing = {40, 8 << 10, 0};
   pthread_t measure;
-  REQUIRE(pthread_create(&measure, NULL, kept_of_256k, &alone) == 0, "spawn");
+  REQUIRE(pthread_create(&measure, NULL, kept_after_freeing, &alone) == 0, "spawn");
   pthread_join(measure, NULL);
-  REQUIRE(pthread_create(&measure, NULL, kept_after_misses, &missing) == 0, "spawn");
+  REQUIRE(pthread_create(&measure, NULL, kept_after_freeing, &missing) == 0, "spawn");
   pthread_join(measure, NULL);
   enum { HOLDERS = 7 };
   pthread_t holders[HOLDERS];
@@ -585,17 +579,18 @@ static void shared_cache(void) {
     REQUIRE(pthread_create(&holders[i], NULL, hold_a_heap, NULL) == 0, "spawn");
   }
   pthread_barrier_wait(&holders_barrier);
-  REQUIRE(pthread_create(&measure, NULL, kept_of_256k, &shared) == 0, "spawn");
+  REQUIRE(pthread_create(&measure, NULL, kept_after_freeing, &shared) == 0, "spawn");
   pthread_join(measure, NULL);
   pthread_barrier_wait(&holders_barrier);
   for (int i = 0; i < HOLDERS; i++) pthread_join(holders[i], NULL);
   pthread_barrier_destroy(&holders_barrier);
   printf("shared cache: one heap in use kept %zu KiB, one of eight %zu KiB, one that missed %zu KiB\n",
-         alone >> 10, shared >> 10, missing >> 10);
-  CHECK(missing <= 8 << 10, "a heap whose cache missed 40 times kept %zu KiB, more than 8",
-        missing >> 10);
-  CHECK(alone >= 192 << 10, "a heap alone kept only %zu KiB of 256", alone >> 10);
-  CHECK(shared <= 96 << 10, "one heap of eight kept %zu KiB, more than 96", shared >> 10);
+         alone.kept >> 10, shared.kept >> 10, missing.kept >> 10);
+  CHECK(missing.kept <= 8 << 10, "a heap whose cache missed 40 times kept %zu KiB, more than 8",
+        missing.kept >> 10);
+  CHECK(alone.kept >= 192 << 10, "a heap alone kept only %zu KiB of 256", alone.kept >> 10);
+  CHECK(shared.kept <= 96 << 10, "one heap of eight kept %zu KiB, more than 96",
+        shared.kept >> 10);
 }
 
 /* ------------------------------------------------------------------ lazy */
