@@ -145,7 +145,8 @@ static void walk_slab(walk_t *w, tess_region_t *r, tess_page_t *d) {
  * partitions locked. Free spans lie within one partition; a large block
  * may cross partitions (tessi_span_alloc_across). */
 static void walk_region(walk_t *w, tess_region_t *r) {
-  size_t free_pages[TESS_MAX_PARTITIONS] = {0};
+  static size_t free_pages[TESS_FIXED_MAX_PARTITIONS]; /* under walk_lock */
+  memset(free_pages, 0, r->partition_count * sizeof free_pages[0]);
   unsigned open = tessi_open_partitions(r);
   size_t end = r->partitions[open - 1].end_page;
   unsigned at = 0; /* partition of page i */

@@ -69,10 +69,27 @@ static void link_region(tess_region_t *r) {
 static unsigned default_partitions(size_t size, bool is_fixed) {
   unsigned n = tessi_options.partitions;
   size_t smallest = (size_t)(is_fixed ? 2 : 16) << 20;
+  bool chosen = n != 0;
   if (n == 0) n = is_fixed ? TESS_MAX_PARTITIONS : tessi_plat_cpu_count();
   if (n == 0) n = 8;
   while (n > 1 && size / n < smallest) n--;
-  return TESS_MIN(n, (unsigned)TESS_MAX_PARTITIONS);
+  n = TESS_MIN(n, (unsigned)TESS_MAX_PARTITIONS);
+  /* a large fixed region: partitions of at most TESS_FIXED_PARTITION_MAX,
+   * so that opening one lays at most 1 MiB of descriptors (types.h) */
+  if (is_fixed && !chosen && size / n > TESS_FIXED_PARTITION_MAX) {
+    size_t more = (size + TESS_FIXED_PARTITION_MAX - 1) / TESS_FIXED_PARTITION_MAX;
+    n = (unsigned)TESS_MIN(more, (size_t)TESS_FIXED_MAX_PARTITIONS);
+  }
+  return n;
+}
+
+/* How many partitions of `each` pages a fixed region opens at init: the
+ * first TESS_FIXED_OPEN_PARTITIONS, fewer where those would cover more
+ * than TESS_FIXED_OPEN_BYTES (at least one). */
+static unsigned fixed_open_at_init(unsigned partitions, size_t each) {
+  unsigned open = TESS_MIN(partitions, (unsigned)TESS_FIXED_OPEN_PARTITIONS);
+  while (open > 1 && (open * each) << TESS_PAGE_SHIFT > TESS_FIXED_OPEN_BYTES) open--;
+  return open;
 }
 
 /* Pages from the region's start through the descriptor of page `page`
@@ -119,7 +136,8 @@ static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, b
   r->is_fixed = is_fixed;
   r->fresh_zero = is_zero;
   r->partition_count = partitions;
-  unsigned open = is_fixed ? TESS_MIN(partitions, TESS_FIXED_OPEN_PARTITIONS) : partitions;
+  uint32_t each = (uint32_t)((page_count - meta_pages) / partitions);
+  unsigned open = is_fixed ? fixed_open_at_init(partitions, each) : partitions;
   r->open_partitions = open;
   /* one META span; its interior stays zero like any span's (touching a
    * descriptor per page would commit 1/64 of a large reservation) */
@@ -127,7 +145,6 @@ static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, b
   r->pages[0].u.span.pages = (uint32_t)meta_pages;
 
   uint32_t first = (uint32_t)meta_pages;
-  uint32_t each = (uint32_t)((page_count - meta_pages) / partitions);
   for (unsigned i = 0; i < partitions; i++) {
     tess_partition_t *p = &r->partitions[i];
     p->region = r;
@@ -213,6 +230,9 @@ static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t page
                                    size_t align_pages, uint8_t kind, bool *is_zero,
                                    tess_partition_t **from) {
   uint32_t open = tessi_open_partitions(r);
+  const tess_partition_t *first = &r->partitions[0];
+  /* more than a partition holds: only a run across them (the caller) */
+  if (pages + align_pages - 1 > first->end_page - first->first_page) return NULL;
   for (;;) {
     for (unsigned round = 0; round < 2; round++) {
       for (unsigned k = 0; k < open; k++) {
@@ -256,10 +276,17 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
     if (d != NULL) return d;
   }
   if (home_region->is_fixed) {
-    /* the region is all there is: a run across partitions, or nothing */
-    d = tessi_span_alloc_across(home_region, pages, align_pages, kind, is_zero);
-    if (d != NULL) *from = tessi_partition_of(home_region, d);
-    return d;
+    /* the region is all there is: a run across the open partitions, or
+     * across them and the next ones, opened one by one */
+    for (uint32_t open = tessi_open_partitions(home_region);;) {
+      d = tessi_span_alloc_across(home_region, pages, align_pages, kind, is_zero);
+      if (d != NULL) {
+        *from = tessi_partition_of(home_region, d);
+        return d;
+      }
+      if (open >= home_region->partition_count) return NULL;
+      open = region_open_next(home_region, open);
+    }
   }
   /* OS mode, every region full: add one, at least as large as the request
    * (with room for its descriptors) */

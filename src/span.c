@@ -397,9 +397,9 @@ static void give_back_locked(tess_region_t *r, tess_page_t *start, size_t pages,
 }
 
 /* A fixed region's last resort, for a request larger than any one
- * partition can serve: a run of free pages that crosses partition
- * boundaries (the tail span of one partition, whole free partitions, the
- * head span of the next). Holds every lock of the region, in order; no
+ * partition can serve: a run of free pages that crosses the boundaries of
+ * open partitions (the tail span of one partition, whole free partitions,
+ * the head span of the next). Holds every lock of the region, in order; no
  * other code holds two partition locks (fork's handlers take them all in
  * the same order). The block stays one span; tessi_pages_free splits it
  * again when it is freed. */
@@ -410,7 +410,8 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
   tessi_span_drain_deferred(r);
   tess_page_t *run = NULL, *found = NULL; /* run: free pages up to the end of a partition */
   size_t run_pages = 0, lead = 0;
-  for (unsigned i = 0; i < r->partition_count && found == NULL; i++) {
+  unsigned open = tessi_open_partitions(r); /* the others are not laid */
+  for (unsigned i = 0; i < open && found == NULL; i++) {
     tess_partition_t *p = &r->partitions[i];
     tess_page_t *at_start = free_span_at_start(p);
     if (run != NULL && at_start != NULL) {

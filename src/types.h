@@ -44,11 +44,19 @@
 
 #define TESS_SPAN_CACHE_PAGES 32 /* large spans a heap may keep: 1..32 pages */
 
-#define TESS_MAX_PARTITIONS 16
+#define TESS_MAX_PARTITIONS 16 /* and what TESS_PARTITIONS may ask for */
 /* Fixed regions: partitions in use from the start (more are opened as
  * these fill: region.c). Workload B: fewer touch fewer pages, more lose
  * calls per second to their locks; 8 and 4 touch as few. */
 #define TESS_FIXED_OPEN_PARTITIONS 8
+/* A fixed region above 1 GiB gets more than 16 partitions, none larger
+ * than this (up to TESS_FIXED_MAX_PARTITIONS), and opens at first only
+ * as many as cover TESS_FIXED_OPEN_BYTES: a partition's descriptors are
+ * laid when it opens, 1/64 of its size, so 16 partitions of a 64 GiB
+ * region laid 512 MiB at init (region.c). */
+#define TESS_FIXED_PARTITION_MAX ((size_t)64 << 20)
+#define TESS_FIXED_MAX_PARTITIONS 1024
+#define TESS_FIXED_OPEN_BYTES ((size_t)512 << 20)
 #define TESS_SPAN_BINS 128 /* free-span size bins (page counts) */
 
 /* ----------------------------------------------------------- page kinds */
@@ -159,7 +167,7 @@ typedef struct tess_region_s {
   _Atomic(uint32_t) open_partitions;         /* fixed: the first ones, in use */
   bool fresh_zero;                           /* the memory was zero when given */
   struct tess_region_s *_Atomic next_region; /* OS mode overflow regions */
-  tess_partition_t partitions[TESS_MAX_PARTITIONS];
+  tess_partition_t partitions[];             /* partition_count of them */
 } tess_region_t;
 
 /* ---------------------------------------------------------------- heaps */

@@ -26,6 +26,13 @@
  *                pattern; a free into a partition not yet open is reported
  *                (SIGABRT), not obeyed; filling the region opens them all,
  *                and the heap checks out
+ *   large-region a 64 GiB region (reserved, never filled): init lays the
+ *                descriptors of a few partitions of 64 MiB, not of 8 of 4
+ *                GiB (footprint under 32 MiB, resident memory +48 MiB at
+ *                most); a 3 GiB block, more than a partition, opens just
+ *                the partitions its run needs, so the footprint follows
+ *                the bytes in use; the heap checks out, and freeing
+ *                everything gives it back
  *   churn        10^5 "enclave calls" over 20 host threads in 64 MiB: each
  *                takes a burst of blocks, keeps some in a shared pool that
  *                other calls free (live bytes stay under 24 MiB), and ends
@@ -662,6 +669,66 @@ static void lazy(void) {
   free(list.ptr);
 }
 
+/* ---------------------------------------------------------- large-region */
+
+static size_t resident_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  REQUIRE(f != NULL, "/proc/self/statm");
+  unsigned long pages = 0, resident = 0;
+  REQUIRE(fscanf(f, "%lu %lu", &pages, &resident) == 2, "statm");
+  fclose(f);
+  return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+#define PARTITION_MAX (64 * MiB) /* a fixed region's largest partition */
+
+static void large_region(void) {
+  size_t size = (size_t)64 << 30;
+  char *map = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(map != MAP_FAILED, "a reservation of 64 GiB");
+  region_start = map + 13;
+  region_end = map + size - 13;
+  size_t resident = resident_bytes();
+  REQUIRE(tess_init_region(region_start, region_end) == 0, "tess_init_region");
+  size_t grew = resident_bytes() - resident;
+  size_t at_init = footprint_now();
+  printf("large-region: init: footprint %zu KiB, resident memory +%zu KiB\n", at_init >> 10,
+         grew >> 10);
+  CHECK(at_init < 32 * MiB, "footprint %zu after init of a 64 GiB region", at_init);
+  size_t grew_max = 48 * MiB;
+#if defined(__SANITIZE_THREAD__)
+  grew_max *= 6; /* its shadow of what init writes: about 5 bytes per byte */
+#endif
+  CHECK(grew < grew_max, "init made %zu bytes resident", grew);
+  /* 3 GiB in one block, more than a partition: a run across partitions */
+  size_t big_size = (size_t)3 << 30;
+  char *big = tess_malloc(big_size);
+  REQUIRE(big != NULL && inside(big, big_size), "a 3 GiB block: %p", (void *)big);
+  CHECK(tess_usable_size(big) >= big_size, "usable size %zu", tess_usable_size(big));
+  big[0] = 1;
+  big[big_size - 1] = 2;
+  void *blocks[1024];
+  for (size_t i = 0; i < 1024; i++) {
+    blocks[i] = tess_malloc(MiB);
+    REQUIRE(blocks[i] != NULL && inside(blocks[i], MiB), "1 MiB block %zu", i);
+  }
+  size_t used = big_size + 1024 * MiB, full = footprint_now();
+  printf("large-region: %zu MiB in use, footprint %zu MiB\n", used >> 20, full >> 20);
+  /* descriptors: 1/64 of the partitions opened, a few beyond what is used */
+  CHECK(full <= used + used / 32 + 4 * PARTITION_MAX / 64 + at_init,
+        "footprint %zu for %zu bytes in use", full, used);
+  CHECK_HEAP("with 4 GiB in use");
+  CHECK(big[0] == 1 && big[big_size - 1] == 2, "the big block lost its bytes");
+  tess_free(big);
+  for (size_t i = 0; i < 1024; i++) tess_free(blocks[i]);
+  tess_thread_cleanup();
+  CHECK_HEAP("emptied");
+  /* what stays: the descriptors of the partitions opened */
+  size_t end = footprint_now();
+  CHECK(end + used <= full + 4 * MiB, "footprint %zu after freeing everything", end);
+}
+
 /* ----------------------------------------------------------------- churn */
 
 #define POOL_SLOTS 12288 /* about 15 MiB of long-lived blocks */
@@ -756,7 +823,7 @@ static const scenario_t scenarios[] = {
     {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks},
     {"low-end", low_end},       {"borrow", borrow},
     {"shared-cache", shared_cache}, {"deferred", deferred},
-    {"give-away", give_away}, {"lazy", lazy},
+    {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"errors", errors},
 };
 
