@@ -230,9 +230,10 @@ static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t page
                                    size_t align_pages, uint8_t kind, bool *is_zero,
                                    tess_partition_t **from) {
   uint32_t open = tessi_open_partitions(r);
-  const tess_partition_t *first = &r->partitions[0];
-  /* more than a partition holds: only a run across them (the caller) */
-  if (pages + align_pages - 1 > first->end_page - first->first_page) return NULL;
+  /* more than any partition holds (the last is the largest): only a run
+   * across them (the caller) */
+  const tess_partition_t *last = &r->partitions[r->partition_count - 1];
+  if (pages + align_pages - 1 > last->end_page - last->first_page) return NULL;
   for (;;) {
     for (unsigned round = 0; round < 2; round++) {
       for (unsigned k = 0; k < open; k++) {
