@@ -52,8 +52,8 @@
 /* A fixed region above 1 GiB gets more than 16 partitions, none larger
  * than this (up to TESS_FIXED_MAX_PARTITIONS), and opens at first only
  * as many as cover TESS_FIXED_OPEN_BYTES: a partition's descriptors are
- * laid when it opens, 1/64 of its size, so 16 partitions of a 64 GiB
- * region laid 512 MiB at init (region.c). */
+ * laid when it opens, 1/64 of its size, and 8 of 16 partitions of a 64
+ * GiB region laid 512 MiB of them at init (region.c). */
 #define TESS_FIXED_PARTITION_MAX ((size_t)64 << 20)
 #define TESS_FIXED_MAX_PARTITIONS 1024
 #define TESS_FIXED_OPEN_BYTES ((size_t)512 << 20)
