@@ -449,6 +449,12 @@ def fmt_mib(v: float) -> str:
     return "n/a" if v < 0 else f"{v / MIB:.2f}"
 
 
+def fmt_judged(v: Optional[float]) -> str:
+    """A ratio judged against a target: three decimals, so that a value
+    just past it (1.203 against 1.2) does not print as the target itself."""
+    return "n/a" if v is None else f"{v:.3f}"
+
+
 def a_medians(runs: list[ARun]) -> dict[tuple[str, int], float]:
     """Median elapsed ms per (allocator, threads)."""
     groups: dict[tuple[str, int], list[float]] = {}
@@ -741,7 +747,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
                      if ("snmalloc", n) in med), default=None)
         md.append("| no slower than snmalloc at every thread count | "
                   + ("n/a" if worst is None else
-                     f"worst tessalloc ÷ snmalloc {worst[0]:.2f} at "
+                     f"worst tessalloc ÷ snmalloc {fmt_judged(worst[0])} at "
                      f"{worst[1]} threads")
                   + f" | {verdict(None if worst is None else worst[0] <= 1)}"
                     f" |")
@@ -770,7 +776,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         ratio = once[TESSALLOC] / once["dlmalloc"]
         md.append(f"| {top} threads, every call at once: peak footprint <= "
                   f"{A_FOOTPRINT_VS_DLMALLOC:.0f}x dlmalloc's | "
-                  f"{ratio:.2f}x | "
+                  f"{fmt_judged(ratio)}x | "
                   f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
     fp = {a: [r.footprint_peak for r in runs
               if r.allocator == a and r.threads == top]
@@ -782,7 +788,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         md.append(f"| {top} threads as scheduled here: peak footprint <= "
                   f"{A_FOOTPRINT_VS_DLMALLOC:.0f}x dlmalloc's"
                   + (" (recorded; judged at once, above)" if judge_once
-                     else "") + f" | {ratio:.2f}x | "
+                     else "") + f" | {fmt_judged(ratio)}x | "
                   + ("n/a" if judge_once else verdict(ok)) + " |")
     touched = {a: [r.touched_bytes for r in (overlap if judge_once else runs)
                    if r.allocator == a and r.threads == top]
@@ -792,7 +798,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         ratio = median(touched[TESSALLOC]) / median(touched["dlmalloc"])
         md.append(f"| {top} threads"
                   + (", every call at once" if judge_once else "")
-                  + f": the same for touched pages | {ratio:.2f}x | "
+                  + f": the same for touched pages | {fmt_judged(ratio)}x | "
                   f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
     mine = [r for r in runs + overlap if r.allocator == TESSALLOC]
     nulls = sum(max(r.nulls, 0) for r in mine)
@@ -886,14 +892,14 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
         aim = (" (aim met)" if worst is not None and worst <= B_FOOTPRINT_AIM
                else "")
         md.append(f"| {host} | peak footprint <= {B_FOOTPRINT_RATIO} x peak "
-                  f"live (aim {B_FOOTPRINT_AIM}) | {fmt_ratio(worst)} | "
+                  f"live (aim {B_FOOTPRINT_AIM}) | {fmt_judged(worst)} | "
                   f"{verdict(fits)}{aim} |")
         touched = [r.touched_ratio for r in mine
                    if r.touched_ratio is not None]
         worst_t = max(touched) if touched else None
         fits = None if worst_t is None else worst_t <= B_FOOTPRINT_RATIO
         md.append(f"| {host} | the same for touched pages of the region | "
-                  f"{fmt_ratio(worst_t)} | {verdict(fits)} |")
+                  f"{fmt_judged(worst_t)} | {verdict(fits)} |")
         tess = mean_rate(TESSALLOC, host)
         dl = mean_rate("dlmalloc", host)
         sn = mean_rate("snmalloc", host)

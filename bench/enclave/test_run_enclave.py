@@ -97,10 +97,10 @@ class TableTest(unittest.TestCase):
         rows = re_mod.a_targets(runs, once, [1, 2], nproc=2)
         judged = [r for r in rows if "at once: peak footprint" in r]
         self.assertEqual(len(judged), 1)
-        self.assertIn("2.50x", judged[0])
+        self.assertIn("2.500x", judged[0])
         self.assertIn(re_mod.verdict(False), judged[0])
         plain = [r for r in rows if "as scheduled here" in r]
-        self.assertIn("1.50x", plain[0])
+        self.assertIn("1.500x", plain[0])
         self.assertTrue(plain[0].endswith("| n/a |"))
         self.assertTrue(any("every call at once: the same for touched" in r
                             for r in rows))
@@ -109,6 +109,28 @@ class TableTest(unittest.TestCase):
         self.assertFalse(any("every call at once" in r for r in rows))
         plain = [r for r in rows if "as scheduled here" in r]
         self.assertIn(re_mod.verdict(True), plain[0])
+
+    def test_b_footprint_just_past_the_target_prints_past_it(self) -> None:
+        def b_run(name: str, peak_footprint: int) -> re_mod.BRun:
+            return re_mod.BRun(
+                allocator=name, host="pooled", repetition=1, duration_s=1.0,
+                ecalls=100, worker_ecalls=80, ecalls_per_s=100.0, mallocs=1,
+                nulls=0, first_null_s=-1.0, violations=0,
+                peak_live_bytes=1000, peak_footprint_bytes=peak_footprint,
+                peak_touched_bytes=1500, footprint_end=0, os_calls_load=0,
+                os_calls_init=0, os_calls_after_init=0,
+                os_calls_after_init_outside=0, os_mmap_bytes_load=0,
+                os_mmap_bytes_init=0, os_mmap_bytes_after_init=0, samples=2,
+                series_csv="", status="ok")
+        rows = re_mod.b_targets([b_run("tessalloc", 1203)], ["pooled"])
+        judged = [r for r in rows if "peak footprint <=" in r]
+        self.assertEqual(len(judged), 1)
+        self.assertIn("| 1.203 |", judged[0])
+        self.assertIn(re_mod.verdict(False), judged[0])
+        rows = re_mod.b_targets([b_run("tessalloc", 1200)], ["pooled"])
+        judged = [r for r in rows if "peak footprint <=" in r]
+        self.assertIn("| 1.200 |", judged[0])
+        self.assertIn(re_mod.verdict(True), judged[0])
 
 
 if __name__ == "__main__":
