@@ -162,10 +162,13 @@ void tessi_span_fork_done(bool in_child);
 void tessi_regions_lock_all(void);
 void tessi_regions_unlock_all(bool in_child);
 
-/* Region of a descriptor (the primary one, usually). */
+/* Region whose descriptor array holds d (region.c), and the same with
+ * the primary region tried first (the usual answer). */
+tess_region_t *tessi_region_of_desc(const tess_page_t *d);
 static inline tess_region_t *tessi_region_of_page(const tess_page_t *d) {
-  if ((uintptr_t)d - tessi_primary_base < tessi_primary_extent()) return tessi_primary;
-  return tessi_region_of((uintptr_t)d);
+  size_t laid = (tessi_primary_extent() >> TESS_PAGE_SHIFT) * sizeof(tess_page_t);
+  if ((uintptr_t)d - (uintptr_t)tessi_primary_pages < laid) return tessi_primary;
+  return tessi_region_of_desc(d);
 }
 
 /* --*state, answering whether the result is <= 0 (signed): free()'s test

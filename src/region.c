@@ -36,6 +36,14 @@ tess_region_t *tessi_region_of(uintptr_t a) {
   return NULL;
 }
 
+tess_region_t *tessi_region_of_desc(const tess_page_t *d) {
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
+    size_t laid = (tessi_region_extent(r) >> TESS_PAGE_SHIFT) * sizeof(tess_page_t);
+    if ((uintptr_t)d - (uintptr_t)r->pages < laid) return r;
+  }
+  return NULL;
+}
+
 tess_partition_t *tessi_partition_of(tess_region_t *r, const tess_page_t *d) {
   uint32_t index = (uint32_t)(d - r->pages);
   uint32_t first = r->partitions[0].first_page;
@@ -96,7 +104,7 @@ static unsigned fixed_open_at_init(unsigned partitions, size_t each) {
  * (exclusive): the header and the descriptors laid so far. */
 static size_t meta_pages_through(const tess_region_t *r, size_t page) {
   uintptr_t end = (uintptr_t)(r->pages + page);
-  return (end - r->base + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+  return (end - (uintptr_t)r + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
 }
 
 /* Lays partition p's descriptors (zero, unless the memory was) and its one
@@ -111,44 +119,45 @@ static void partition_lay(tess_region_t *r, tess_partition_t *p) {
   tessi_unlock(&p->lock);
 }
 
-/* Lays a region over [start, start+size) (page-aligned): header,
- * descriptors, partitions. A fixed region lays only the descriptors of the
- * partitions it opens first (region_open_next lays the others): in a
- * region of 64 MiB, half of its 1 MiB of descriptors is not written until
- * it is needed. NULL when it is too small to hold them. */
+/* Lays a region over [start, start+size) (page-aligned): the header and
+ * the descriptor array first (the meta pages), then the pages they
+ * describe, from `base` on; the meta pages have no descriptors, so a
+ * pointer into them is outside the region's range and none need be
+ * written for them (1/4096 of the region: 16 MiB in 64 GiB). A fixed
+ * region lays only the descriptors of the partitions it opens first
+ * (region_open_next lays the others): in a region of 64 MiB, half of its
+ * 1 MiB of descriptors is not written until it is needed. NULL when it is
+ * too small to hold them. */
 static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero) {
-  size_t page_count = size >> TESS_PAGE_SHIFT;
-  if (page_count > UINT32_MAX) page_count = UINT32_MAX;
-  unsigned partitions = default_partitions(page_count << TESS_PAGE_SHIFT, is_fixed);
+  size_t total_pages = size >> TESS_PAGE_SHIFT;
+  if (total_pages > UINT32_MAX) total_pages = UINT32_MAX;
+  unsigned partitions = default_partitions(total_pages << TESS_PAGE_SHIFT, is_fixed);
   size_t header = offsetof(tess_region_t, partitions) + partitions * sizeof(tess_partition_t);
   header = tessi_align_up(header, sizeof(tess_page_t));
+  /* (room for a descriptor per page of the whole region: a few to spare) */
   size_t meta_pages =
-      (header + page_count * sizeof(tess_page_t) + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
-  if (page_count < meta_pages + 4 * partitions) return NULL;
+      (header + total_pages * sizeof(tess_page_t) + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+  if (total_pages < meta_pages + 4 * partitions) return NULL;
+  size_t page_count = total_pages - meta_pages;
 
   tess_region_t *r = (tess_region_t *)start;
   /* the user's memory holds anything; our own fresh mapping is zero */
-  if (!is_zero) memset(r, 0, header + meta_pages * sizeof(tess_page_t));
-  r->base = start;
-  r->size = page_count << TESS_PAGE_SHIFT;
+  if (!is_zero) memset(r, 0, header);
+  r->base = start + (meta_pages << TESS_PAGE_SHIFT);
+  r->size = total_pages << TESS_PAGE_SHIFT;
   r->pages = (tess_page_t *)(start + header);
   r->page_count = page_count;
   r->is_fixed = is_fixed;
   r->fresh_zero = is_zero;
   r->partition_count = partitions;
-  uint32_t each = (uint32_t)((page_count - meta_pages) / partitions);
+  uint32_t each = (uint32_t)(page_count / partitions);
   unsigned open = is_fixed ? fixed_open_at_init(partitions, each) : partitions;
   r->open_partitions = open;
-  /* one META span; its interior stays zero like any span's (touching a
-   * descriptor per page would commit 1/64 of a large reservation) */
-  r->pages[0].kind = TESS_PAGE_META;
-  r->pages[0].u.span.pages = (uint32_t)meta_pages;
 
-  uint32_t first = (uint32_t)meta_pages;
   for (unsigned i = 0; i < partitions; i++) {
     tess_partition_t *p = &r->partitions[i];
     p->region = r;
-    p->first_page = first + i * each;
+    p->first_page = i * each;
     p->end_page = i + 1 == partitions ? (uint32_t)page_count : p->first_page + each;
     if (i < open) partition_lay(r, p);
   }
@@ -299,7 +308,7 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
 }
 
 void tessi_pages_free(tess_page_t *head, size_t pages) {
-  tess_region_t *r = tessi_region_of((uintptr_t)head);
+  tess_region_t *r = tessi_region_of_page(head);
   tess_partition_t *p = tessi_partition_of(r, head);
   /* a span from tessi_span_alloc_across goes back piece by piece */
   for (;;) {

@@ -4,7 +4,8 @@
  *   region     one contiguous range of address space: the primary region
  *              (OS mode: a large reservation; fixed mode: the user's range)
  *              plus, in OS mode only, overflow regions. Its first pages hold
- *              the region header and one descriptor per 4 KiB page.
+ *              the region header and one descriptor per 4 KiB page of the
+ *              rest.
  *   partition  a slice of a region's pages with its own lock and span
  *              allocator, so threads do not all contend on one lock.
  *   span       a run of pages: free, a slab, or a large block.
@@ -157,11 +158,11 @@ typedef struct tess_partition_s {
 } tess_partition_t;
 
 typedef struct tess_region_s {
-  uintptr_t base;     /* page-aligned first byte */
-  size_t size;        /* bytes from base, a multiple of the page size */
+  uintptr_t base;     /* page i starts at base + i * TESS_PAGE_SIZE */
+  size_t size;        /* bytes of the whole region, header included */
   tess_page_t *pages; /* descriptor of page i = pages[i] */
-  size_t page_count;
-  bool is_fixed; /* the user's memory: never decommitted or unmapped */
+  size_t page_count;  /* pages from base (the header's have none) */
+  bool is_fixed;      /* the user's memory: never decommitted or unmapped */
   uint32_t partition_count;
   _Atomic(uint32_t) next_partition;          /* round robin for new heaps */
   _Atomic(uint32_t) open_partitions;         /* fixed: the first ones, in use */

@@ -28,8 +28,8 @@
  *                and the heap checks out
  *   large-region a 64 GiB region (reserved, never filled): init lays the
  *                descriptors of a few partitions of 64 MiB, not of 8 of 4
- *                GiB (footprint under 32 MiB, resident memory +48 MiB at
- *                most); a 3 GiB block, more than a partition, opens just
+ *                GiB, and none for its own meta pages (footprint under 16
+ *                MiB, resident memory +24 MiB at most); a 3 GiB block, more than a partition, opens just
  *                the partitions its run needs, so the footprint follows
  *                the bytes in use; the heap checks out, and freeing
  *                everything gives it back
@@ -695,8 +695,8 @@ static void large_region(void) {
   size_t at_init = footprint_now();
   printf("large-region: init: footprint %zu KiB, resident memory +%zu KiB\n", at_init >> 10,
          grew >> 10);
-  CHECK(at_init < 32 * MiB, "footprint %zu after init of a 64 GiB region", at_init);
-  size_t grew_max = 48 * MiB;
+  CHECK(at_init < 16 * MiB, "footprint %zu after init of a 64 GiB region", at_init);
+  size_t grew_max = 24 * MiB;
 #if defined(__SANITIZE_THREAD__)
   grew_max *= 6; /* its shadow of what init writes: about 5 bytes per byte */
 #endif
