@@ -49,6 +49,7 @@ static void fork_child(void) {
 static void make_primary(tess_region_t *r) {
   tessi_primary = r;
   tessi_primary_pages = r->pages;
+  tessi_primary_desc_bytes = r->page_count * sizeof(tess_page_t);
   atomic_store_explicit(&tessi_primary_size, tessi_region_extent(r), memory_order_relaxed);
   tessi_primary_base = r->base;
 }

@@ -114,6 +114,7 @@ static inline bool tessi_beyond_primary(uintptr_t offset) {
 #endif
 }
 extern tess_page_t *tessi_primary_pages;
+extern size_t tessi_primary_desc_bytes; /* its whole descriptor array */
 extern tess_region_t *tessi_primary;
 
 /* Region holding address a (primary or overflow), or NULL. */
@@ -166,8 +167,9 @@ void tessi_regions_unlock_all(bool in_child);
  * the primary region tried first (the usual answer). */
 tess_region_t *tessi_region_of_desc(const tess_page_t *d);
 static inline tess_region_t *tessi_region_of_page(const tess_page_t *d) {
-  size_t laid = (tessi_primary_extent() >> TESS_PAGE_SHIFT) * sizeof(tess_page_t);
-  if ((uintptr_t)d - (uintptr_t)tessi_primary_pages < laid) return tessi_primary;
+  if ((uintptr_t)d - (uintptr_t)tessi_primary_pages < tessi_primary_desc_bytes) {
+    return tessi_primary;
+  }
   return tessi_region_of_desc(d);
 }
 

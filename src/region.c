@@ -8,6 +8,7 @@
 uintptr_t tessi_primary_base;
 _Atomic(size_t) tessi_primary_size;
 tess_page_t *tessi_primary_pages;
+size_t tessi_primary_desc_bytes;
 tess_region_t *tessi_primary;
 
 /* Regions are only ever added (at the tail), never removed: readers walk
@@ -38,8 +39,7 @@ tess_region_t *tessi_region_of(uintptr_t a) {
 
 tess_region_t *tessi_region_of_desc(const tess_page_t *d) {
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
-    size_t laid = (tessi_region_extent(r) >> TESS_PAGE_SHIFT) * sizeof(tess_page_t);
-    if ((uintptr_t)d - (uintptr_t)r->pages < laid) return r;
+    if ((uintptr_t)d - (uintptr_t)r->pages < r->page_count * sizeof(tess_page_t)) return r;
   }
   return NULL;
 }
