@@ -7,9 +7,18 @@
  * the statistics must show as many frees as allocations over it, and every
  * 32nd input tess_heap_check() must find the heap sound.
  *
+ * In a fixed region (test_fuzz's third argument, or TESS_FUZZ_REGION_MIB
+ * for libFuzzer: tess_init_region over that many MiB) the live bytes are
+ * capped at a quarter of it; a request of up to MAY_FAIL_BELOW bytes must
+ * still succeed (with at most SLOTS blocks live, free runs that long are
+ * left), a larger one may fail with ENOMEM, leaving its slot as it was.
+ * Now and then an operation ends the "enclave call" (tess_thread_cleanup)
+ * with blocks live: the heap goes back to the pool (in a fixed region its
+ * slabs become orphans), and the next allocation takes a heap again.
+ *
  * Built with -DTESS_LIBFUZZER and -fsanitize=fuzzer this is a libFuzzer
  * target; otherwise main() runs random inputs:
- *     test_fuzz [iterations [seed]]
+ *     test_fuzz [iterations [seed [region-MiB]]]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -20,10 +29,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+
 #include "tessalloc.h"
 
 enum { SLOTS = 64 };
-#define LIVE_CAP ((size_t)96 << 20) /* total live bytes per input */
+static size_t live_cap = (size_t)96 << 20; /* total live bytes per input */
+static int fixed_region;                    /* tess_init_region was called */
+#define MAY_FAIL_BELOW ((size_t)256 << 10)   /* fixed region: see above */
+
+/* Makes a fresh mapping of `mib` MiB the only memory (unaligned ends). */
+static void use_fixed_region(size_t mib) {
+  size_t size = mib << 20;
+  char *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED || tess_init_region(map + 7, map + size - 9) != 0) {
+    fprintf(stderr, "fuzz_api: no fixed region of %zu MiB\n", mib);
+    abort();
+  }
+  fixed_region = 1;
+  live_cap = size / 4;
+}
 
 struct slot {
   unsigned char *p;
@@ -94,6 +119,17 @@ static void accept(struct slot *s, unsigned char *p, size_t size, size_t align, 
   memset(p, fill, size);
 }
 
+/* A request that found no room: allowed in a fixed region, for large
+ * requests, with errno ENOMEM. */
+static unsigned long no_room; /* such failures, reported at the end */
+
+static int may_fail(size_t bytes) {
+  int ok = fixed_region && bytes > MAY_FAIL_BELOW && errno == ENOMEM;
+  errno = 0;
+  no_room += (unsigned long)ok;
+  return ok;
+}
+
 static void release(struct slot *s, size_t *live, int how) {
   verify(s, s->size, "corrupted before free");
   if (how == 1 && !s->align)
@@ -119,6 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t allocs_before = stats.allocs, frees_before = stats.frees;
 
   while (r.pos < r.size) {
+    errno = 0; /* a failure must set ENOMEM (may_fail) */
     unsigned op = byte(&r) % 10;
     struct slot *s = &slots[byte(&r) % SLOTS];
     unsigned char fill = (unsigned char)byte(&r);
@@ -126,8 +163,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     switch (op) {
       case 0: { /* malloc */
         size_t n = draw_size(&r);
-        if (live + n > LIVE_CAP) break;
+        if (live + n > live_cap) break;
         unsigned char *p = tess_malloc(n);
+        if (!p && may_fail(n)) break;
         if (!p) fail("malloc failed", s, n);
         accept(s, p, n, 0, fill, 0);
         live += n;
@@ -136,8 +174,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 1: { /* calloc, the size split in two factors */
         size_t n = draw_size(&r);
         size_t k = 1 + byte(&r) % 8;
-        if (live + n * k > LIVE_CAP) break;
+        if (live + n * k > live_cap) break;
         unsigned char *p = tess_calloc(k, n);
+        if (!p && may_fail(n * k)) break;
         if (!p) fail("calloc failed", s, n * k);
         accept(s, p, n * k, 0, 0, 1);
         live += n * k;
@@ -146,8 +185,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 2: { /* aligned_alloc, any power of two up to 4 MiB */
         size_t a = (size_t)1 << (byte(&r) % 23);
         size_t n = draw_size(&r);
-        if (live + n > LIVE_CAP) break;
+        if (live + n > live_cap) break;
         unsigned char *p = tess_aligned_alloc(a, n);
+        if (!p && may_fail(n + a)) break;
         if (!p) fail("aligned_alloc failed", s, a);
         accept(s, p, n, a, fill, 0);
         live += n;
@@ -157,7 +197,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         unsigned k = byte(&r);
         size_t a = (k & 0x80) ? (size_t)(k & 0x7f) : (size_t)1 << (k % 23);
         size_t n = draw_size(&r);
-        if (live + n > LIVE_CAP) break;
+        if (live + n > live_cap) break;
         void *out = &slots; /* sentinel */
         int rc = tess_posix_memalign(&out, a, n);
         int valid = a >= sizeof(void *) && (a & (a - 1)) == 0;
@@ -166,6 +206,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fail("posix_memalign accepted a bad alignment", s, a);
           break;
         }
+        if (rc == ENOMEM && out == (void *)&slots) {
+          errno = ENOMEM; /* (posix_memalign leaves errno alone) */
+          if (may_fail(n + a)) break;
+        }
         if (rc != 0) fail("posix_memalign failed", s, a);
         accept(s, out, n, a, fill, 0);
         live += n;
@@ -173,8 +217,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       case 4: { /* realloc(NULL, n) */
         size_t n = draw_size(&r);
-        if (live + n > LIVE_CAP) break;
+        if (live + n > live_cap) break;
         unsigned char *p = tess_realloc(NULL, n);
+        if (!p && may_fail(n)) break;
         if (!p) fail("realloc(NULL) failed", s, n);
         accept(s, p, n, 0, fill, 0);
         live += n;
@@ -186,13 +231,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 6: { /* realloc: keep the prefix, fill the new tail */
         if (!s->p) break;
         size_t n = draw_size(&r);
-        if (live - s->size + n > LIVE_CAP) break;
+        if (live - s->size + n > live_cap) break;
         verify(s, s->size, "corrupted before realloc");
         unsigned char *p = tess_realloc(s->p, n);
         if (n == 0) { /* glibc semantics: frees, returns NULL */
           if (p) fail("realloc(p, 0) returned a block", s, 0);
           live -= s->size;
           s->p = NULL;
+          break;
+        }
+        if (!p && may_fail(n)) { /* the block stays as it was */
+          verify(s, s->size, "failed realloc changed the block");
           break;
         }
         if (!p) fail("realloc failed", s, n);
@@ -219,7 +268,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         verify(s, s->size, "failed realloc changed the block");
         break;
       }
-      default: /* verify */
+      default: /* verify; now and then end the "call" first: the heap goes
+                  back to the pool with blocks live (in a fixed region its
+                  slabs become orphans), and later frees and allocations
+                  find them there */
+        if ((fill & 7) == 0) tess_thread_cleanup();
         if (s->p) verify(s, s->size, "corrupted");
         break;
     }
@@ -243,7 +296,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   return 0;
 }
 
-#ifndef TESS_LIBFUZZER
+#ifdef TESS_LIBFUZZER
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  const char *mib = getenv("TESS_FUZZ_REGION_MIB");
+  if (mib != NULL) use_fixed_region(strtoull(mib, NULL, 0));
+  return 0;
+}
+#else
 static uint64_t next(uint64_t *s) {
   *s ^= *s << 13;
   *s ^= *s >> 7;
@@ -254,14 +317,18 @@ static uint64_t next(uint64_t *s) {
 int main(int argc, char **argv) {
   long iterations = argc > 1 ? atol(argv[1]) : 2000;
   uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 12345;
+  size_t region_mib = argc > 3 ? strtoull(argv[3], NULL, 0) : 0;
   uint64_t s = seed ? seed : 1;
   static uint8_t buf[4096];
-  printf("test_fuzz: %ld inputs from seed %llu\n", iterations, (unsigned long long)seed);
+  if (region_mib) use_fixed_region(region_mib);
+  printf("test_fuzz: %ld inputs from seed %llu%s\n", iterations, (unsigned long long)seed,
+         region_mib ? " in a fixed region" : "");
   for (long i = 0; i < iterations; i++) {
     size_t n = 1 + next(&s) % sizeof buf;
     for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)(next(&s) >> 24);
     LLVMFuzzerTestOneInput(buf, n);
   }
+  if (region_mib) printf("test_fuzz: %lu large requests found no room\n", no_room);
   printf("test_fuzz: ok\n");
   return 0;
 }
