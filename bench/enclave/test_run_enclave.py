@@ -104,6 +104,14 @@ class TableTest(unittest.TestCase):
         self.assertTrue(plain[0].endswith("| n/a |"))
         self.assertTrue(any("every call at once: the same for touched" in r
                             for r in rows))
+        # the calls at once are timed against snmalloc's, recorded only
+        once_sn = once + [a_run("snmalloc", 2, 4.0, overlap=True)]
+        rows = re_mod.a_targets(runs + [a_run("snmalloc", 2, 2.0)],
+                                once_sn, [1, 2], nproc=2)
+        timed = [r for r in rows if "time against snmalloc" in r]
+        self.assertEqual(len(timed), 1)
+        self.assertIn("tessalloc ÷ snmalloc 0.250", timed[0])
+        self.assertTrue(timed[0].endswith("| n/a |"))
         # without runs at once the plain figure is the one judged
         rows = re_mod.a_targets(runs, [], [1, 2], nproc=2)
         self.assertFalse(any("every call at once" in r for r in rows))
