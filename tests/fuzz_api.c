@@ -9,9 +9,11 @@
  *
  * In a fixed region (test_fuzz's third argument, or TESS_FUZZ_REGION_MIB
  * for libFuzzer: tess_init_region over that many MiB) the live bytes are
- * capped at a quarter of it; a request of up to MAY_FAIL_BELOW bytes must
- * still succeed (with at most SLOTS blocks live, free runs that long are
- * left), a larger one may fail with ENOMEM, leaving its slot as it was.
+ * capped at a quarter of it. A request needing less than 1/256 of the
+ * region (size plus alignment) must still succeed: at most SLOTS blocks,
+ * as many slabs and a heap's caches split the free three quarters into
+ * a few hundred runs at most, so some run is longer. A larger one may
+ * fail with ENOMEM (no run long enough), leaving its slot as it was.
  * Now and then an operation ends the "enclave call" (tess_thread_cleanup)
  * with blocks live: the heap goes back to the pool (in a fixed region its
  * slabs become orphans), and the next allocation takes a heap again.
@@ -36,7 +38,7 @@
 enum { SLOTS = 64 };
 static size_t live_cap = (size_t)96 << 20; /* total live bytes per input */
 static int fixed_region;                    /* tess_init_region was called */
-#define MAY_FAIL_BELOW ((size_t)256 << 10)   /* fixed region: see above */
+static size_t may_fail_from;                /* fixed region: see above */
 
 /* Makes a fresh mapping of `mib` MiB the only memory (unaligned ends). */
 static void use_fixed_region(size_t mib) {
@@ -48,6 +50,7 @@ static void use_fixed_region(size_t mib) {
   }
   fixed_region = 1;
   live_cap = size / 4;
+  may_fail_from = size / 256;
 }
 
 struct slot {
@@ -124,7 +127,7 @@ static void accept(struct slot *s, unsigned char *p, size_t size, size_t align, 
 static unsigned long no_room; /* such failures, reported at the end */
 
 static int may_fail(size_t bytes) {
-  int ok = fixed_region && bytes > MAY_FAIL_BELOW && errno == ENOMEM;
+  int ok = fixed_region && bytes >= may_fail_from && errno == ENOMEM;
   errno = 0;
   no_room += (unsigned long)ok;
   return ok;
