@@ -360,6 +360,8 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
 extern size_t tessi_span_budget_low; /* set once at init (init.c) */
 #define TESS_SPAN_SLACK 2
 void tessi_heap_span_shrink(tess_heap_t *h);
+/* A take found nothing: the score falls (heap.c). */
+void tessi_heap_span_missed(tess_heap_t *h);
 /* A cached span of `pages` pages, out of the cache and h's again; or NULL. */
 static inline tess_page_t *tessi_heap_span_pop(tess_heap_t *h, size_t pages) {
   tess_page_t *d = h->spans[pages];
@@ -382,7 +384,7 @@ static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
     }
   }
   if (d == NULL) {
-    if (h->span_score > 0 && --h->span_score == TESS_SPAN_SCORE_LOW - 1) tessi_heap_span_shrink(h);
+    tessi_heap_span_missed(h);
     return NULL;
   }
   h->span_score = TESS_MIN(h->span_score + 1, TESS_SPAN_SCORE_MAX);
@@ -406,6 +408,7 @@ static inline bool tessi_heap_span_keep(tess_heap_t *h, tess_page_t *d) {
   d->next = h->spans[pages];
   h->spans[pages] = d;
   h->span_pages += pages;
+  h->span_unfed = false;
   return true;
 }
 tess_heap_t *tessi_heap_acquire(void);

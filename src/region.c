@@ -125,9 +125,9 @@ static void partition_lay(tess_region_t *r, tess_partition_t *p) {
  * pointer into them is outside the region's range and none need be
  * written for them (1/4096 of the region: 16 MiB in 64 GiB). A fixed
  * region lays only the descriptors of the partitions it opens first
- * (region_open_next lays the others): in a region of 64 MiB, half of its
- * 1 MiB of descriptors is not written until it is needed. NULL when it is
- * too small to hold them. */
+ * (region_open_next lays the others): in a region of 64 MiB, 3/4 of its
+ * 1 MiB of descriptors are not written until they are needed. NULL when
+ * it is too small to hold them. */
 static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero) {
   size_t total_pages = size >> TESS_PAGE_SHIFT;
   if (total_pages > UINT32_MAX) total_pages = UINT32_MAX;
