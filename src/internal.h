@@ -339,7 +339,8 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
  * of at least `pages` pages (below), now h's, or NULL. Keep: false when
  * over budget (free it then).
  * The budget follows how well the cache works for this heap: each take
- * that finds a span raises span_score, each that finds none lowers it; at
+ * that finds a span raises span_score, each that finds none lowers it
+ * (once the heap has kept a span in its call: tessi_heap_span_missed); at
  * TESS_SPAN_SCORE_LOW and above the heap may keep TESS_HEAP_CACHE bytes,
  * below it tessi_span_budget_low. A thread that frees and allocates large
  * blocks in turn (OE's allocation sample: 99 % found) keeps its spans; one
