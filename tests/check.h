@@ -6,6 +6,7 @@
  *                         only produce noise (corrupted memory, NULL block).
  * check_finish()          summary line; exit status for main().
  * CHECK_HEAP(when)        tess_heap_check() finds nothing wrong.
+ * rss_bytes()             the process's resident memory (/proc/self/statm).
  *
  * Reporting uses only stdio on stderr (unbuffered), which is safe from any
  * thread; the failure counter is atomic.
@@ -17,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* Stop printing after this many failures: one bug often trips thousands. */
 #define CHECK_MAX_REPORTS 50
@@ -68,6 +70,16 @@ __attribute__((unused)) static int check_finish(const char *test) {
 __attribute__((unused)) static size_t opaque(size_t x) {
   volatile size_t v = x;
   return v;
+}
+
+/* Resident bytes of this process, from /proc/self/statm. */
+__attribute__((unused)) static size_t rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  REQUIRE(f != NULL, "cannot open /proc/self/statm");
+  unsigned long size = 0, resident = 0;
+  REQUIRE(fscanf(f, "%lu %lu", &size, &resident) == 2, "cannot parse statm");
+  fclose(f);
+  return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 /* tessalloc's own invariant check (tess_heap_check) must find nothing.

@@ -685,15 +685,6 @@ static void lazy(void) {
 
 /* ---------------------------------------------------------- large-region */
 
-static size_t resident_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  REQUIRE(f != NULL, "/proc/self/statm");
-  unsigned long pages = 0, resident = 0;
-  REQUIRE(fscanf(f, "%lu %lu", &pages, &resident) == 2, "statm");
-  fclose(f);
-  return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 #define PARTITION_MAX (64 * MiB) /* a fixed region's largest partition */
 
 static void large_region(void) {
@@ -703,9 +694,9 @@ static void large_region(void) {
   REQUIRE(map != MAP_FAILED, "a reservation of 64 GiB");
   region_start = map + 13;
   region_end = map + size - 13;
-  size_t resident = resident_bytes();
+  size_t resident = rss_bytes();
   REQUIRE(tess_init_region(region_start, region_end) == 0, "tess_init_region");
-  size_t grew = resident_bytes() - resident;
+  size_t grew = rss_bytes() - resident;
   size_t at_init = footprint_now();
   printf("large-region: init: footprint %zu KiB, resident memory +%zu KiB\n", at_init >> 10,
          grew >> 10);

@@ -33,15 +33,6 @@
 
 #define MiB ((size_t)1 << 20)
 
-static size_t rss_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  REQUIRE(f != NULL, "cannot open /proc/self/statm");
-  unsigned long size = 0, resident = 0;
-  REQUIRE(fscanf(f, "%lu %lu", &size, &resident) == 2, "cannot parse statm");
-  fclose(f);
-  return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* How much RSS fell from `before` to `after` (negative if it grew). */
 static long fell(size_t before, size_t after) { return (long)before - (long)after; }
 
