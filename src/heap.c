@@ -25,35 +25,58 @@ tess_heap_stats_t tessi_stats_shared;
 
 /* What a heap may keep now, in freed large spans (and part of it in empty
  * slabs, below): TESS_HEAP_CACHE, but in a fixed region, when more than
- * CACHE_SHARED_BY heaps are in use, that much times CACHE_SHARED_BY
- * shared among them (at least TESS_SPAN_SMALL each). A kept span that is
- * taken again saves a trip to the partition, but what all heaps keep at
- * once is footprint: in OE's allocation sample with 16 calls at once,
- * keeping a full 256 KiB each peaked at 6.3 MiB, 4 heaps' worth shared
- * 5.5 MiB, 3 heaps' worth 0.2 MiB less again, each at the same speed at
- * every thread count (2 heaps' worth: 6-18 % slower from 8 threads on).
- * Set when a heap is taken or given back. */
-#define CACHE_SHARED_BY 3
-_Atomic(size_t) tessi_heap_cache_now;
-size_t tessi_span_budget_low = TESS_SPAN_SMALL;
-static _Atomic(uint32_t) heaps_in_use;
+ * SPAN_SHARED_BY heaps are in use, that much times SPAN_SHARED_BY shared
+ * among them (at least TESS_SPAN_SMALL each). A kept span that is taken
+ * again saves a trip to the partition, but what all heaps keep at once is
+ * footprint: in OE's allocation sample with 16 calls at once, keeping a
+ * full 256 KiB each peaked at 6.3 MiB, 3 heaps' worth shared at 4.4-4.7.
+ * Where the calls really run at once, though, trips cost more than their
+ * instructions: on 16 cores, the sample's 16 heaps with 3 heaps' worth
+ * (12 pages each, a trip every 4th block) queued on the partition locks
+ * and the footprint counter and took 7.6x snmalloc's time; 6 heaps' worth
+ * 1.9x; 8 about snmalloc's, at 4.9-5.0 MiB. A heap therefore shares
+ * SPAN_SHARED_WIDE heaps' worth once its trips find the partition busy
+ * (tessi_heap_span_trip): on 2 CPUs that is 0.15 % of the sample's trips
+ * and nobody widens; on 16 cores every heap does. Set when a heap is
+ * taken or given back; a heap over a budget that shrank sheds the excess
+ * at its next miss (tessi_heap_span_missed). */
+#define SPAN_SHARED_BY 3
+#define SPAN_SHARED_WIDE 8
+/* A heap widens after WIDE_BUSY_MIN trips that found the partition busy,
+ * if that is at least one in WIDE_BUSY_SHARE of its trips in the call. */
+#define WIDE_BUSY_MIN 4
+#define WIDE_BUSY_SHARE 16
 /* Empty slabs a heap may keep: a quarter of the span budget, an eighth in
  * a fixed region (whose slabs are a page or two, so a few cover the
  * classes that come and go; OE's sample, every call at once: 0.1 MiB
- * less, at the same speed). */
+ * less, at the same speed), of 3 heaps' worth shared: slabs are
+ * formatted again cheaply, without the partition, from what the heap
+ * keeps of either kind. */
+#define EMPTY_SHARED_BY 3
+_Atomic(size_t) tessi_heap_cache_now[2];
+size_t tessi_span_budget_low = TESS_SPAN_SMALL;
+static _Atomic(uint32_t) heaps_in_use;
 static _Atomic(size_t) empty_slab_budget;
+
+/* The cache budget `shared_by` heaps' worth, shared by those in use. */
+static size_t shared_budget(uint32_t in_use, uint32_t shared_by) {
+  size_t budget = tessi_options.heap_cache;
+  if (!tessi_primary->is_fixed || in_use <= shared_by) return budget;
+  return TESS_MAX(budget * shared_by / in_use, TESS_SPAN_SMALL);
+}
 
 static void heaps_in_use_add(int delta) {
   uint32_t in_use =
       atomic_fetch_add_explicit(&heaps_in_use, (uint32_t)delta, memory_order_relaxed) +
       (uint32_t)delta;
-  size_t budget = tessi_options.heap_cache;
   bool is_fixed = tessi_primary->is_fixed;
-  if (is_fixed && in_use > CACHE_SHARED_BY) {
-    budget = TESS_MAX(budget * CACHE_SHARED_BY / in_use, TESS_SPAN_SMALL);
-  }
-  atomic_store_explicit(&tessi_heap_cache_now, budget, memory_order_relaxed);
-  atomic_store_explicit(&empty_slab_budget, budget / (is_fixed ? 8 : 4), memory_order_relaxed);
+  atomic_store_explicit(&tessi_heap_cache_now[0], shared_budget(in_use, SPAN_SHARED_BY),
+                        memory_order_relaxed);
+  atomic_store_explicit(&tessi_heap_cache_now[1], shared_budget(in_use, SPAN_SHARED_WIDE),
+                        memory_order_relaxed);
+  atomic_store_explicit(&empty_slab_budget,
+                        shared_budget(in_use, EMPTY_SHARED_BY) / (is_fixed ? 8 : 4),
+                        memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------ bin lists */
@@ -174,7 +197,8 @@ static void span_cache_drain(tess_heap_t *h) {
   }
 }
 
-/* The score fell low: spans beyond the small budget go back. */
+/* The score fell low, or the shared budget shrank: spans beyond the
+ * budget go back. */
 void tessi_heap_span_shrink(tess_heap_t *h) {
   size_t budget = tessi_heap_span_budget(h);
   for (size_t pages = TESS_SPAN_CACHE_PAGES; pages > 0 && h->span_pages << TESS_PAGE_SHIFT > budget;
@@ -195,7 +219,21 @@ void tessi_heap_span_shrink(tess_heap_t *h) {
  * block for the rest of the call, 144,000 times in a run. Not counted:
  * 12 % fewer instructions with all 16 calls at once and 13 % less time;
  * workload B the same. */
+void tessi_heap_span_trip(tess_heap_t *h) {
+  h->span_trips++;
+  if (tessi_pages_busy(h->home) && ++h->span_busy >= WIDE_BUSY_MIN &&
+      h->span_busy * WIDE_BUSY_SHARE >= h->span_trips) {
+    h->span_wide = true;
+  }
+}
+
 TESS_NOINLINE void tessi_heap_span_missed(tess_heap_t *h) {
+  if (h->span_pages << TESS_PAGE_SHIFT > tessi_heap_span_budget(h)) {
+    /* over a budget that shrank as other heaps were taken: or a heap that
+     * ran alone at first would hold its larger cache for the rest of its
+     * call (a miss, not a keep, so that keeping costs nothing more) */
+    tessi_heap_span_shrink(h);
+  }
   if (h->span_unfed) return;
   if (h->span_score > 0 && --h->span_score == TESS_SPAN_SCORE_LOW - 1) tessi_heap_span_shrink(h);
 }
@@ -665,8 +703,30 @@ static void *borrow_block(tess_heap_t *h, unsigned cls) {
   return NULL;
 }
 
+/* Fixed mode: a class the heap has stopped using keeps its current slab,
+ * empty, for the rest of the call (the current slab holds a bias, so
+ * free() never finds it empty). In OE's allocation sample, whose 16
+ * calls at once each touch most of 26 classes, such slabs were most of
+ * the 0.74 MiB of slabs that held 0.08 MiB of blocks. So every 8th slab
+ * slow path looks at one class in turn, and gives its current slab back
+ * (to the heap's empty-slab cache, or its partition) if no block of it is
+ * out. A class in use loses its slab at most once per 352 slow paths:
+ * looking at every slow path cost 2 % more instructions in the sample,
+ * one in 8 nothing measurable (and asking whether the class allocated
+ * since the last look kept the slabs of classes used a few times per
+ * round). */
+#define SWEEP_PACE 8
+
+static TESS_NOINLINE void release_empty_current(tess_heap_t *h) {
+  unsigned c = (h->sweep_tick / SWEEP_PACE) % TESS_CLASSES;
+  tess_page_t *d = h->current[c];
+  /* state 1: the bias alone, no block out (a borrower's blocks count too) */
+  if (h->borrow[c] == 0 && d != &tessi_page_empty && d->state == 1) bin_remove(h, d);
+}
+
 void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls, bool may_borrow) {
   h->reattached = 0;
+  if (tessi_primary->is_fixed && h->sweep_tick++ % SWEEP_PACE == 0) release_empty_current(h);
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) process_delayed(h);
   bool reclaimed = false;
   tess_page_t *d;
@@ -887,6 +947,8 @@ tess_heap_t *tessi_heap_acquire(void) {
   if (h == NULL) return NULL;
   heaps_in_use_add(1);
   h->span_unfed = true;
+  h->span_wide = false;
+  h->span_trips = h->span_busy = 0;
   tessi_tls_heap = h;
   return h;
 }

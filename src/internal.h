@@ -128,6 +128,9 @@ tess_region_t *tessi_region_add_fixed(uintptr_t start, size_t size, bool is_zero
 tess_region_t *tessi_region_add_os(size_t want, size_t need);
 /* Partition a new heap should allocate from (round robin). */
 tess_partition_t *tessi_partition_for_heap(void);
+/* Whether the partition a heap at `home` tries first for pages is locked
+ * by another thread right now (a relaxed peek). */
+bool tessi_pages_busy(const tess_partition_t *home);
 tess_partition_t *tessi_partition_of(tess_region_t *r, const tess_page_t *d);
 /* Carve `bytes` of metadata (heap structs) out of a region; never freed. */
 void *tessi_meta_alloc(size_t bytes);
@@ -360,8 +363,13 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
 #define TESS_SPAN_LOW_FIXED ((size_t)8 << 10)
 extern size_t tessi_span_budget_low; /* set once at init (init.c) */
 #define TESS_SPAN_SLACK 2
+/* Spans beyond the heap's budget go back, longest first (heap.c). */
 void tessi_heap_span_shrink(tess_heap_t *h);
-/* A take found nothing: the score falls (heap.c). */
+/* A fixed heap's take missed and it goes to the partition: counts the
+ * trip, and whether the partition is busy (heap.c). */
+void tessi_heap_span_trip(tess_heap_t *h);
+/* A take found nothing: the score falls, and a heap over a budget that
+ * shrank as other heaps were taken sheds the rest (heap.c). */
 void tessi_heap_span_missed(tess_heap_t *h);
 /* A cached span of `pages` pages, out of the cache and h's again; or NULL. */
 static inline tess_page_t *tessi_heap_span_pop(tess_heap_t *h, size_t pages) {
@@ -393,9 +401,9 @@ static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
 }
 
 /* TESS_HEAP_CACHE, or less while many heaps are in use (heap.c) */
-extern _Atomic(size_t) tessi_heap_cache_now;
+extern _Atomic(size_t) tessi_heap_cache_now[2]; /* [h->span_wide] */
 static inline size_t tessi_heap_span_budget(const tess_heap_t *h) {
-  size_t full = atomic_load_explicit(&tessi_heap_cache_now, memory_order_relaxed);
+  size_t full = atomic_load_explicit(&tessi_heap_cache_now[h->span_wide], memory_order_relaxed);
   return h->span_score >= TESS_SPAN_SCORE_LOW ? full : TESS_MIN(full, tessi_span_budget_low);
 }
 

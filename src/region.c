@@ -200,6 +200,13 @@ tess_region_t *tessi_region_add_os(size_t want, size_t need) {
   }
 }
 
+bool tessi_pages_busy(const tess_partition_t *home) {
+  tess_region_t *r = home->region;
+  unsigned first = (unsigned)(home - r->partitions);
+  if (r->is_fixed) first %= tessi_open_partitions(r);
+  return atomic_load_explicit(&r->partitions[first].lock.held, memory_order_relaxed) != 0;
+}
+
 tess_partition_t *tessi_partition_for_heap(void) {
   tess_region_t *r = tessi_primary;
   uint32_t n = atomic_fetch_add_explicit(&r->next_partition, 1, memory_order_relaxed);

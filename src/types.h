@@ -143,8 +143,13 @@ typedef struct tess_lock_s {
   _Atomic(uint32_t) held;
 } tess_lock_t;
 
+/* Cache-line aligned, with the deferred stack on a line of its own: the
+ * partitions lie side by side in the region header, and with 16 calls
+ * at once on 16 cores a partition's lock shared its line with the
+ * previous partition's deferred stack and region pointer (OE's sample,
+ * 16 threads: 10 % less time). */
 typedef struct tess_partition_s {
-  tess_lock_t lock;
+  _Alignas(64) tess_lock_t lock;
   uint32_t first_page; /* page index range [first_page, end_page) */
   uint32_t end_page;
   uint32_t next_purge_ms;
@@ -154,7 +159,7 @@ typedef struct tess_partition_s {
   tess_page_t *bins[TESS_SPAN_BINS];
   /* fixed regions: spans freed while the lock was busy, and frees pushing
    * one now (span.c) */
-  _Atomic(tess_page_t *) deferred;
+  _Alignas(64) _Atomic(tess_page_t *) deferred;
   _Atomic(uint32_t) pushing;
   struct tess_region_s *region;
 } tess_partition_t;
@@ -229,12 +234,15 @@ typedef struct tess_heap_s {
   size_t empty_slab_pages;
   tess_page_t *spans[TESS_SPAN_CACHE_PAGES + 1]; /* freed large spans, by length */
   size_t span_pages;
-  uint32_t span_score;           /* how well its span cache works (internal.h) */
-  bool span_unfed;               /* no span kept since the call took it (heap.c) */
-  tess_partition_t *home;        /* where new spans come from */
-  uint32_t shard;                /* which orphan lists it uses first */
-  uint32_t reattached;           /* fixed: full slabs freed into since the last malloc slow path */
-  struct tess_heap_s *next_idle; /* pool links: next is colder */
+  uint32_t span_score;            /* how well its span cache works (internal.h) */
+  bool span_unfed;                /* no span kept since the call took it (heap.c) */
+  bool span_wide;                 /* fixed: its trips find the partition busy (heap.c) */
+  uint32_t span_trips, span_busy; /* fixed: trips to the partition in this call, busy ones */
+  tess_partition_t *home;         /* where new spans come from */
+  uint32_t shard;                 /* which orphan lists it uses first */
+  uint32_t reattached;            /* fixed: full slabs freed into since the last malloc slow path */
+  uint32_t sweep_tick;            /* fixed: slab slow paths, which look at empty slabs (heap.c) */
+  struct tess_heap_s *next_idle;  /* pool links: next is colder */
   struct tess_heap_s *prev_idle;
   uint64_t idle_mark;            /* pool release count when last released or trimmed */
   struct tess_heap_s *next_made; /* every heap ever made (never freed) */

@@ -19,6 +19,12 @@
  *                all: every block lies in the region's first half (the
  *                partitions a fixed region opens first), so the pages ever
  *                touched follow what is in use
+ *   sweep        a class the heap stopped using gives its empty current
+ *                slab back; one with a live block keeps it
+ *   shared-cache what a heap keeps of freed large spans: its share of the
+ *                budget as heaps are taken, shed at a miss when that shrinks, the
+ *                larger share of a heap that met a busy partition, the low
+ *                budget of one whose cache misses
  *   lazy         a 64 MiB region lays the page descriptors of the
  *                partitions it has not opened yet only when it opens them:
  *                right after init its footprint is under 3/4 of the 1 MiB
@@ -52,11 +58,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "internal.h" /* shared-cache holds a partition lock by hand */
 #include "pattern.h"
 #include "tessalloc.h"
 
@@ -539,6 +547,48 @@ static void deferred(void) {
         largest_before >> 10, new_heaps);
 }
 
+/* ---------------------------------------------------------------- sweep */
+
+/* A class the heap stopped using gives its empty current slab back when
+ * the slab slow paths' round over the classes looks at it (one look per 8
+ * slow paths, 44 classes); one with a block live keeps its slab. */
+static void sweep(void) {
+  init_region(32 * MiB);
+  /* (sizes chosen so that no class borrows another's slab: a lender is
+   * at most 4 times larger, and made its slab first) */
+  void *keep = tess_malloc(2000);  /* class 2048, a block live throughout */
+  tess_free(tess_malloc(300));     /* class 320: used once, then idle */
+  REQUIRE(keep != NULL, "a block");
+  struct tess_stats s;
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  CHECK(class_stats(&s, 320)->slabs == 1, "%llu slabs of 320 bytes after one block",
+        (unsigned long long)class_stats(&s, 320)->slabs);
+  /* 3600 blocks of class 3072, four per slab: 900 slab slow paths, over
+   * two rounds of looks; a block of class 32 allocated and freed in turn
+   * (a class in use, whose slab may go and come back) */
+  enum { DRIVE = 3600 };
+  void **drive = malloc(DRIVE * sizeof *drive);
+  REQUIRE(drive != NULL, "glibc's malloc");
+  for (int i = 0; i < DRIVE; i++) {
+    REQUIRE((drive[i] = tess_malloc(3000)) != NULL, "a block of 3000 bytes");
+    tess_free(tess_malloc(24));
+  }
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  printf("sweep: slabs of 320, 32 and 2048 bytes: %llu, %llu, %llu\n",
+         (unsigned long long)class_stats(&s, 320)->slabs,
+         (unsigned long long)class_stats(&s, 32)->slabs,
+         (unsigned long long)class_stats(&s, 2048)->slabs);
+  CHECK(class_stats(&s, 320)->slabs == 0, "the idle class kept its empty slab");
+  CHECK(class_stats(&s, 2048)->slabs == 1, "a class with a live block lost its slab");
+  CHECK_HEAP("swept");
+  void *again = tess_malloc(300);
+  CHECK(again != NULL && tess_usable_size(again) >= 300, "the swept class again");
+  tess_free(again);
+  tess_free(keep);
+  for (int i = 0; i < DRIVE; i++) tess_free(drive[i]);
+  free(drive);
+}
+
 /* ---------------------------------------------------------- shared cache */
 
 static size_t footprint_now(void);
@@ -570,6 +620,12 @@ static void *kept_after_freeing(void *arg) {
 
 static pthread_barrier_t holders_barrier;
 
+static size_t heaps_in_use(void) {
+  struct tess_stats s;
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  return (size_t)s.heaps_in_use;
+}
+
 static void *hold_a_heap(void *arg) {
   (void)arg;
   void *p = tess_malloc(64);
@@ -579,11 +635,62 @@ static void *hold_a_heap(void *arg) {
   return NULL;
 }
 
+/* kept_after_freeing, in a heap whose cache works (a page taken again 40
+ * times) and that met a busy partition first: its first-tried partition's
+ * lock is held while it takes `busy_trips` blocks of two pages (misses,
+ * so trips to the partition) */
+typedef struct busy_s {
+  int busy_trips;
+  kept_t kept;
+} busy_t;
+
+static void *kept_when_busy(void *arg) {
+  busy_t *b = arg;
+  tess_free(tess_malloc(16)); /* a heap first */
+  for (int i = 0; i < 40; i++) tess_free(tess_malloc(4 << 10));
+  tess_partition_t *home = tessi_tls_heap->home;
+  tess_region_t *r = home->region;
+  tess_partition_t *first = &r->partitions[(unsigned)(home - r->partitions) %
+                                           tessi_open_partitions(r)];
+  void *p[4];
+  REQUIRE(b->busy_trips <= 4, "at most 4");
+  tessi_lock(&first->lock);
+  for (int i = 0; i < b->busy_trips; i++) p[i] = tess_malloc(8 << 10); /* from another partition */
+  tessi_unlock(&first->lock);
+  for (int i = 0; i < b->busy_trips; i++) {
+    REQUIRE(p[i] != NULL, "a block while a partition is busy");
+    tess_free(p[i]);
+  }
+  return kept_after_freeing(&b->kept);
+}
+
+/* A heap alone keeps 256 KiB of spans; once 7 more heaps are in use, its
+ * next miss sheds what exceeds its share. `arg`: the bytes given back. */
+static pthread_barrier_t shed_barrier;
+
+static void *shed_when_shared(void *arg) {
+  size_t *shed = arg;
+  tess_free(tess_malloc(16));
+  void *span[8];
+  for (int i = 0; i < 8; i++) REQUIRE((span[i] = tess_malloc(32 << 10)) != NULL, "a block");
+  for (int i = 0; i < 8; i++) tess_free(span[i]);
+  pthread_barrier_wait(&shed_barrier); /* kept: the holders come */
+  pthread_barrier_wait(&shed_barrier); /* they are in use */
+  size_t before = footprint_now();
+  tess_free(tess_malloc(8 << 10)); /* a length it keeps none of */
+  *shed = before - footprint_now();
+  return NULL;
+}
+
 /* What a heap keeps is shared when many are in use (docs/mechanisms/
  * fixed-heap.md): 256 KiB each in a 32 MiB region with up to 3 heaps in
- * use, 768 KiB among them with more: an eighth of it each with 8. A heap
- * whose cache keeps missing keeps 8 KiB at most, but not for the misses
- * of a call's first requests, before it has kept anything. */
+ * use, 768 KiB among them with more: an eighth of it each with 8; a heap
+ * over its share after others were taken sheds the rest at its next keep.
+ * A heap whose trips found its partition busy 4 times, and at least one
+ * in 16 of them, shares 8 heaps' worth instead: all 256 KiB with 8 in
+ * use (once in 9 trips is not enough). A heap whose cache keeps missing
+ * keeps 8 KiB at most, but not for the misses of a call's first
+ * requests, before it has kept anything. */
 static void shared_cache(void) {
   init_region(32 * MiB);
   /* 256 KiB of large blocks; 40 blocks of 8 KiB, whose takes all miss a
@@ -591,39 +698,64 @@ static void shared_cache(void) {
    * heap's budget becomes the low one; the same without that first block:
    * misses before the call has kept anything do not count */
   kept_t alone = {8, 32 << 10, 0, 0}, shared = alone;
+  busy_t busy = {4, alone}, busy_once = {1, alone};
   kept_t missing = {40, 8 << 10, 4 << 10, 0}, fresh = {40, 8 << 10, 0, 0};
   pthread_t measure;
   REQUIRE(pthread_create(&measure, NULL, kept_after_freeing, &alone) == 0, "spawn");
   pthread_join(measure, NULL);
-  /* (the pool hands the same heap to each thread: its score carries
-   * over, so the call whose misses come first goes before the other) */
-  REQUIRE(pthread_create(&measure, NULL, kept_after_freeing, &fresh) == 0, "spawn");
-  pthread_join(measure, NULL);
-  REQUIRE(pthread_create(&measure, NULL, kept_after_freeing, &missing) == 0, "spawn");
-  pthread_join(measure, NULL);
+  /* (the pool hands the heap given back last to the next thread: its
+   * score carries over, so the calls whose caches miss come last, and
+   * the one whose misses come first before the other) */
   enum { HOLDERS = 7 };
   pthread_t holders[HOLDERS];
+  size_t shed = 0;
+  pthread_barrier_init(&shed_barrier, NULL, 2);
+  REQUIRE(pthread_create(&measure, NULL, shed_when_shared, &shed) == 0, "spawn");
+  pthread_barrier_wait(&shed_barrier);
   pthread_barrier_init(&holders_barrier, NULL, HOLDERS + 1);
   for (int i = 0; i < HOLDERS; i++) {
     REQUIRE(pthread_create(&holders[i], NULL, hold_a_heap, NULL) == 0, "spawn");
   }
+  while (heaps_in_use() < HOLDERS + 1) sched_yield(); /* and the one that sheds */
+  pthread_barrier_wait(&shed_barrier);
+  pthread_join(measure, NULL);
+  pthread_barrier_destroy(&shed_barrier);
   pthread_barrier_wait(&holders_barrier);
   REQUIRE(pthread_create(&measure, NULL, kept_after_freeing, &shared) == 0, "spawn");
+  pthread_join(measure, NULL);
+  REQUIRE(pthread_create(&measure, NULL, kept_when_busy, &busy_once) == 0, "spawn");
+  pthread_join(measure, NULL);
+  REQUIRE(pthread_create(&measure, NULL, kept_when_busy, &busy) == 0, "spawn");
   pthread_join(measure, NULL);
   pthread_barrier_wait(&holders_barrier);
   for (int i = 0; i < HOLDERS; i++) pthread_join(holders[i], NULL);
   pthread_barrier_destroy(&holders_barrier);
-  printf("shared cache: one heap in use kept %zu KiB, one of eight %zu KiB, one that missed %zu "
-         "KiB, one whose misses came first %zu KiB\n",
-         alone.kept >> 10, shared.kept >> 10, missing.kept >> 10, fresh.kept >> 10);
+  REQUIRE(pthread_create(&measure, NULL, kept_after_freeing, &fresh) == 0, "spawn");
+  pthread_join(measure, NULL);
+  REQUIRE(pthread_create(&measure, NULL, kept_after_freeing, &missing) == 0, "spawn");
+  pthread_join(measure, NULL);
+  printf("shared cache: one heap in use kept %zu KiB, one of eight %zu KiB (%zu KiB after 4 trips "
+         "that met a busy partition, %zu after 1), one that missed %zu KiB, one whose misses came "
+         "first %zu KiB; one that kept 256 KiB alone shed %zu KiB once 8 were in use\n",
+         alone.kept >> 10, shared.kept >> 10, busy.kept.kept >> 10, busy_once.kept.kept >> 10,
+         missing.kept >> 10, fresh.kept >> 10, shed >> 10);
   CHECK(missing.kept <= 8 << 10, "a heap whose cache missed 40 times kept %zu KiB, more than 8",
         missing.kept >> 10);
   CHECK(fresh.kept >= 192 << 10,
         "a heap whose 40 misses came before it kept anything kept only %zu KiB of 256",
         fresh.kept >> 10);
   CHECK(alone.kept >= 192 << 10, "a heap alone kept only %zu KiB of 256", alone.kept >> 10);
-  CHECK(shared.kept <= 96 << 10, "one heap of eight kept %zu KiB, more than 96",
-        shared.kept >> 10);
+  CHECK(shared.kept <= 96 << 10 && shared.kept >= 64 << 10,
+        "one heap of eight kept %zu KiB, not its share of 96", shared.kept >> 10);
+  CHECK(busy.kept.kept >= 160 << 10,
+        "one heap of eight whose trips met a busy partition kept only %zu KiB of 256",
+        busy.kept.kept >> 10);
+  CHECK(busy_once.kept.kept <= 96 << 10 && busy_once.kept.kept >= 64 << 10,
+        "one heap of eight that met a busy partition once in 9 trips kept %zu KiB, not its "
+        "share of 96", busy_once.kept.kept >> 10);
+  /* at most 96 KiB stay */
+  CHECK(shed >= 128 << 10, "a heap over its share gave back only %zu KiB of its 256",
+        shed >> 10);
 }
 
 /* ------------------------------------------------------------------ lazy */
@@ -826,7 +958,7 @@ typedef struct scenario_s {
 static const scenario_t scenarios[] = {
     {"integrity", integrity},   {"exhaustion-small", exhaustion_small},
     {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks},
-    {"low-end", low_end},       {"borrow", borrow},
+    {"low-end", low_end},       {"borrow", borrow},  {"sweep", sweep},
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"errors", errors},
