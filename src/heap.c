@@ -33,8 +33,8 @@ tess_heap_stats_t tessi_stats_shared;
  * Where the calls really run at once, though, trips cost more than their
  * instructions: on 16 cores, the sample's 16 heaps with 3 heaps' worth
  * (12 pages each, a trip every 4th block) queued on the partition locks
- * and the footprint counter and took 7.6x snmalloc's time; 6 heaps' worth
- * 1.9x; 8 about snmalloc's, at 4.9-5.0 MiB. A heap therefore shares
+ * and the footprint counter and took about 7x snmalloc's time; 6 heaps'
+ * worth 1.9x; 8 about snmalloc's, at 4.9-5.0 MiB. A heap therefore shares
  * SPAN_SHARED_WIDE heaps' worth once its trips find the partition busy
  * (tessi_heap_span_trip): on 2 CPUs that is 0.15 % of the sample's trips
  * and nobody widens; on 16 cores every heap does. Set when a heap is
@@ -211,14 +211,6 @@ void tessi_heap_span_shrink(tess_heap_t *h) {
   }
 }
 
-/* Misses before the heap has kept a span in this call do not count: its
- * cache is empty, so they say nothing about whether it works. Counted,
- * the first requests of a call (all misses) took one or two of OE's 16
- * calls at once below the mark, where 8 KiB finds too little to raise
- * the score again: they went to their partition for nearly every large
- * block for the rest of the call, 144,000 times in a run. Not counted:
- * 12 % fewer instructions with all 16 calls at once and 13 % less time;
- * workload B the same. */
 void tessi_heap_span_trip(tess_heap_t *h) {
   h->span_trips++;
   if (tessi_pages_busy(h->home) && ++h->span_busy >= WIDE_BUSY_MIN &&
@@ -227,11 +219,19 @@ void tessi_heap_span_trip(tess_heap_t *h) {
   }
 }
 
+/* Misses before the heap has kept a span in this call do not count: its
+ * cache is empty, so they say nothing about whether it works. Counted,
+ * the first requests of a call (all misses) took one or two of OE's 16
+ * calls at once below the mark, where 8 KiB finds too little to raise
+ * the score again: they went to their partition for nearly every large
+ * block for the rest of the call, 144,000 times in a run. Not counted:
+ * 12 % fewer instructions with all 16 calls at once and 13 % less time;
+ * workload B the same. */
 TESS_NOINLINE void tessi_heap_span_missed(tess_heap_t *h) {
   if (h->span_pages << TESS_PAGE_SHIFT > tessi_heap_span_budget(h)) {
-    /* over a budget that shrank as other heaps were taken: or a heap that
-     * ran alone at first would hold its larger cache for the rest of its
-     * call (a miss, not a keep, so that keeping costs nothing more) */
+    /* the budget shrank as other heaps were taken: shed now, or a heap
+     * that ran alone at first keeps its larger cache for the rest of its
+     * call (here at a miss, so that a keep costs nothing more) */
     tessi_heap_span_shrink(h);
   }
   if (h->span_unfed) return;
@@ -718,7 +718,7 @@ static void *borrow_block(tess_heap_t *h, unsigned cls) {
 #define SWEEP_PACE 8
 
 static TESS_NOINLINE void release_empty_current(tess_heap_t *h) {
-  unsigned c = (h->sweep_tick / SWEEP_PACE) % TESS_CLASSES;
+  unsigned c = (h->slab_slow_paths / SWEEP_PACE) % TESS_CLASSES;
   tess_page_t *d = h->current[c];
   /* state 1: the bias alone, no block out (a borrower's blocks count too) */
   if (h->borrow[c] == 0 && d != &tessi_page_empty && d->state == 1) bin_remove(h, d);
@@ -726,7 +726,7 @@ static TESS_NOINLINE void release_empty_current(tess_heap_t *h) {
 
 void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls, bool may_borrow) {
   h->reattached = 0;
-  if (tessi_primary->is_fixed && h->sweep_tick++ % SWEEP_PACE == 0) release_empty_current(h);
+  if (tessi_primary->is_fixed && h->slab_slow_paths++ % SWEEP_PACE == 0) release_empty_current(h);
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) process_delayed(h);
   bool reclaimed = false;
   tess_page_t *d;

@@ -241,7 +241,7 @@ typedef struct tess_heap_s {
   tess_partition_t *home;         /* where new spans come from */
   uint32_t shard;                 /* which orphan lists it uses first */
   uint32_t reattached;            /* fixed: full slabs freed into since the last malloc slow path */
-  uint32_t sweep_tick;            /* fixed: slab slow paths, which look at empty slabs (heap.c) */
+  uint32_t slab_slow_paths;       /* fixed: every 8th gives back an empty current slab (heap.c) */
   struct tess_heap_s *next_idle;  /* pool links: next is colder */
   struct tess_heap_s *prev_idle;
   uint64_t idle_mark;            /* pool release count when last released or trimmed */
