@@ -213,7 +213,10 @@ void tessi_span_account(ptrdiff_t pages);
 size_t tessi_footprint(size_t *peak);
 /* The peak alone: one load of a line that is rarely written (the current
  * footprint's is written by every span operation). */
-size_t tessi_footprint_peak(void);
+extern _Atomic(size_t) tessi_peak_pages;
+static inline size_t tessi_footprint_peak(void) {
+  return atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
+}
 /* OS mode: bytes of free spans that may still be resident, and bytes
  * decommitted so far. */
 void tessi_span_os_counts(size_t *dirty, size_t *decommitted);
@@ -242,10 +245,15 @@ void tessi_span_drain_deferred(tess_region_t *r);
 void tessi_span_drain_all(void);
 /* Grow an allocated span in place by taking `extra` pages right of it. */
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra);
-/* Purge every partition that has spans overdue; one load when none is.
- * Called from allocation slow paths, so memory goes back even when no
- * span is freed later. */
-void tessi_purge_if_due(void);
+/* Purge every partition that has spans overdue; one load when none is
+ * (inline: a fixed region never schedules one). Called from allocation
+ * slow paths, so memory goes back even when no span is freed later. */
+extern _Atomic(uint32_t) tessi_purge_due_ms; /* earliest due time, 0: none */
+void tessi_purge_scheduled(uint32_t due);
+static inline void tessi_purge_if_due(void) {
+  uint32_t due = atomic_load_explicit(&tessi_purge_due_ms, memory_order_relaxed);
+  if (TESS_UNLIKELY(due != 0)) tessi_purge_scheduled(due);
+}
 
 /* Pages from home, else any partition of any region, else a new region (OS
  * mode). *from receives the partition. */
@@ -510,8 +518,15 @@ void tessi_stats_merge(struct tess_stats *s);
 size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int64_t time_ms,
                         int64_t pid);
 /* A merge when the footprint has grown by 1/64 since the last, so that
- * peaks of live bytes are seen: two loads when not. */
-void tessi_stats_sample_if_grown(void);
+ * peaks of live bytes are seen: two loads when not (inline, on every
+ * allocation slow path). */
+extern _Atomic(size_t) tessi_stats_next_sample;
+void tessi_stats_sample(size_t peak, size_t next);
+static inline void tessi_stats_sample_if_grown(void) {
+  size_t peak = tessi_footprint_peak();
+  size_t next = atomic_load_explicit(&tessi_stats_next_sample, memory_order_relaxed);
+  if (TESS_UNLIKELY(peak >= next)) tessi_stats_sample(peak, next);
+}
 /* Fixed mode with TESS_STATS_INTERVAL_MS (OS builds): the series is written
  * from the allocation slow path, by tessi_stats_series_tick (stats_os.c). */
 extern _Atomic(int) tessi_stats_series_on;

@@ -95,15 +95,16 @@ static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) >
 /* Pages handed out of all partitions (and region headers): the
  * footprint. Updated with one atomic add per span operation. */
 static _Alignas(64) _Atomic(size_t) used_pages;
-static _Alignas(64) _Atomic(size_t) peak_pages; /* its own line: read on slow paths */
+_Alignas(64) _Atomic(size_t) tessi_peak_pages; /* its own line: read on slow paths */
 
 void tessi_span_account(ptrdiff_t pages) {
   size_t now =
       atomic_fetch_add_explicit(&used_pages, (size_t)pages, memory_order_relaxed) + (size_t)pages;
   if (pages <= 0) return;
-  size_t peak = atomic_load_explicit(&peak_pages, memory_order_relaxed);
-  while (now > peak && !atomic_compare_exchange_weak_explicit(
-                           &peak_pages, &peak, now, memory_order_relaxed, memory_order_relaxed)) {
+  size_t peak = atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed);
+  while (now > peak &&
+         !atomic_compare_exchange_weak_explicit(&tessi_peak_pages, &peak, now, memory_order_relaxed,
+                                                memory_order_relaxed)) {
   }
 }
 
@@ -127,28 +128,24 @@ void tessi_span_os_counts(size_t *dirty, size_t *decommitted) {
   *decommitted = atomic_load_explicit(&decommitted_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
 }
 
-size_t tessi_footprint_peak(void) {
-  return atomic_load_explicit(&peak_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
-}
-
 size_t tessi_footprint(size_t *peak) {
   if (peak != NULL) {
-    *peak = atomic_load_explicit(&peak_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
+    *peak = atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
   }
   return atomic_load_explicit(&used_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
 }
 
 /* Earliest time any partition has a purge due (0: none), so slow paths
  * elsewhere can check in one load whether purging is overdue. */
-static _Atomic(uint32_t) purge_due_ms;
+_Atomic(uint32_t) tessi_purge_due_ms;
 
 static void schedule_purge(tess_partition_t *p, uint32_t due) {
   if (due == 0) due = 1;
   p->next_purge_ms = due;
-  uint32_t seen = atomic_load_explicit(&purge_due_ms, memory_order_relaxed);
+  uint32_t seen = atomic_load_explicit(&tessi_purge_due_ms, memory_order_relaxed);
   while ((seen == 0 || (int32_t)(due - seen) < 0) &&
-         !atomic_compare_exchange_weak_explicit(&purge_due_ms, &seen, due, memory_order_relaxed,
-                                                memory_order_relaxed)) {
+         !atomic_compare_exchange_weak_explicit(&tessi_purge_due_ms, &seen, due,
+                                                memory_order_relaxed, memory_order_relaxed)) {
   }
 }
 
@@ -558,13 +555,11 @@ void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages) {
   tessi_unlock(&p->lock);
 }
 
-void tessi_purge_if_due(void) {
-  uint32_t due = atomic_load_explicit(&purge_due_ms, memory_order_relaxed);
-  if (TESS_LIKELY(due == 0)) return;
+void tessi_purge_scheduled(uint32_t due) {
   uint32_t now = tessi_plat_now_ms();
   if ((int32_t)(now - due) < 0) return;
   /* whoever clears it does the round; partitions reschedule what is left */
-  if (!atomic_compare_exchange_strong_explicit(&purge_due_ms, &due, 0, memory_order_relaxed,
+  if (!atomic_compare_exchange_strong_explicit(&tessi_purge_due_ms, &due, 0, memory_order_relaxed,
                                                memory_order_relaxed)) {
     return;
   }

@@ -23,7 +23,7 @@ static uint64_t class_peak[TESS_CLASSES]; /* under peak_lock */
 static uint64_t total_peak;
 /* merge when the peak passes it; read on every allocation slow path, so on
  * a line of its own */
-static _Alignas(64) _Atomic(size_t) next_sample_footprint;
+_Alignas(64) _Atomic(size_t) tessi_stats_next_sample;
 _Atomic(int) tessi_stats_series_on;
 
 static uint64_t load(const uint64_t *counter) { return __atomic_load_n(counter, __ATOMIC_RELAXED); }
@@ -151,12 +151,9 @@ void tessi_stats_merge(struct tess_stats *s) {
   }
 }
 
-void tessi_stats_sample_if_grown(void) {
-  size_t peak = tessi_footprint_peak();
-  size_t next = atomic_load_explicit(&next_sample_footprint, memory_order_relaxed);
-  if (TESS_LIKELY(peak < next)) return;
+void tessi_stats_sample(size_t peak, size_t next) {
   /* one thread merges, the others go on; never waits */
-  if (!atomic_compare_exchange_strong_explicit(&next_sample_footprint, &next,
+  if (!atomic_compare_exchange_strong_explicit(&tessi_stats_next_sample, &next,
                                                peak + peak / 64 + TESS_PAGE_SIZE,
                                                memory_order_relaxed, memory_order_relaxed) ||
       !tessi_trylock(&peak_lock)) {
