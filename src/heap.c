@@ -695,7 +695,10 @@ static void *borrow_block(tess_heap_t *h, unsigned cls) {
       continue;
     }
     if (!tessi_slab_refill(tessi_region_of_page(d), d)) continue;
-    borrow_set(h, cls, c + 1); /* (ends a borrowing from another lender too) */
+    /* (ends a borrowing from another lender too; one that goes on with the
+     * same lender keeps counting where it began: stats.c moves the count
+     * of an ongoing borrowing) */
+    if (h->borrow[cls] != c + 1) borrow_set(h, cls, c + 1);
     point_current(h, cls, d);
     return pop_block(h, d);
   }

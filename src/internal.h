@@ -492,7 +492,23 @@ void tessi_heaps_fork_child(void);
  * try_cache: look in h's span cache first (false when the caller has). */
 tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero,
                                bool try_cache);
-void tessi_large_free(tess_page_t *d);
+/* A large block freed by a thread other than its owner, or one whose
+ * owner's cache is full: back to its partition (large.c). */
+void tessi_large_free_other(tess_page_t *d);
+/* Free a large block: its owner keeps it if its cache has room (inline:
+ * four frees in five of OE's sample). */
+static inline void tessi_large_free(tess_page_t *d) {
+  tess_heap_t *h = tessi_tls_heap;
+  /* large_owner is never the empty heap: a thread without a heap keeps none */
+  if (d->large_owner == h) {
+    TESS_STAT_ADD(h->stats.large_frees, 1);
+    TESS_STAT_ADD(h->stats.large_bytes_out, (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
+    if (tessi_heap_span_keep(h, d)) return;
+    tessi_pages_free(d, d->u.span.pages);
+    return;
+  }
+  tessi_large_free_other(d);
+}
 /* Resize in place (shrink, or grow into a free right neighbour). */
 bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size);
 /* a fresh mapping: reads as zero */

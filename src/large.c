@@ -28,18 +28,9 @@ tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool z
   return d;
 }
 
-void tessi_large_free(tess_page_t *d) {
-  tess_heap_t *h = tessi_tls_heap;
-  size_t bytes = (size_t)d->u.span.pages << TESS_PAGE_SHIFT;
-  if (h != &tessi_heap_empty) {
-    TESS_STAT_ADD(h->stats.large_frees, 1);
-    TESS_STAT_ADD(h->stats.large_bytes_out, bytes);
-  } else {
-    TESS_STAT_MINE(large_frees, 1);
-    TESS_STAT_MINE(large_bytes_out, bytes);
-  }
-  /* large_owner is never the empty heap: a thread without a heap keeps none */
-  if (d->large_owner == h && tessi_heap_span_keep(h, d)) return;
+void tessi_large_free_other(tess_page_t *d) {
+  TESS_STAT_MINE(large_frees, 1);
+  TESS_STAT_MINE(large_bytes_out, (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
   tessi_pages_free(d, d->u.span.pages);
 }
 
