@@ -212,6 +212,8 @@ void tessi_heap_span_shrink(tess_heap_t *h) {
 }
 
 void tessi_heap_span_trip(tess_heap_t *h) {
+  /* (outside a fixed region, both budgets are the same: nothing to learn) */
+  if (h->span_wide || !tessi_primary->is_fixed) return;
   h->span_trips++;
   if (tessi_pages_busy(h->home) && ++h->span_busy >= WIDE_BUSY_MIN &&
       h->span_busy * WIDE_BUSY_SHARE >= h->span_trips) {

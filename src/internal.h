@@ -373,9 +373,9 @@ extern size_t tessi_span_budget_low; /* set once at init (init.c) */
 #define TESS_SPAN_SLACK 2
 /* Spans beyond the heap's budget go back, longest first (heap.c). */
 void tessi_heap_span_shrink(tess_heap_t *h);
-/* A take missed and the heap goes to its partition: counts the trip, and
- * whether the partition was busy (in fixed mode a busy one widens the
- * heap's budget; heap.c). */
+/* A take missed and the heap goes to its partition: in a fixed region,
+ * counts the trip and whether the partition was busy, which widens the
+ * heap's budget (heap.c). */
 void tessi_heap_span_trip(tess_heap_t *h);
 /* A take found nothing: the score falls, and a heap over a budget that
  * shrank as other heaps were taken sheds the rest (heap.c). */

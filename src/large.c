@@ -14,7 +14,7 @@ tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool z
   tess_page_t *d = try_cache && align_pages == 1 ? tessi_heap_span_take(h, pages) : NULL;
   bool is_zero = false;
   if (d == NULL) {
-    if (!h->span_wide) tessi_heap_span_trip(h);
+    tessi_heap_span_trip(h);
     tessi_purge_if_due();
     tess_partition_t *from;
     d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
