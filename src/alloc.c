@@ -157,32 +157,51 @@ static TESS_NOINLINE void *alloc_any(size_t size, size_t align, bool zero) {
   return p != NULL ? p : fail_nomem();
 }
 
-/* What the fast paths could not serve: first a large block the heap kept
- * (no lock, kept_span_block), else alloc_any. Apart from alloc_any so
- * that this path, three quarters of the requests in OE's sample, does not
- * pay alloc_any's prologue. (A thread with a heap has seen init, so
- * reading the slab limit is safe.) */
-static inline void *kept_span_block(size_t size) {
-  tess_heap_t *own = tessi_tls_heap;
-  if (own == &tessi_heap_empty || size <= tessi_slab_limit) return NULL;
-  tess_page_t *d = tessi_heap_span_take(own, (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT);
-  if (d == NULL) return NULL;
-  count_large(own, d);
-  return (void *)tessi_page_addr(tessi_region_of_page(d), d);
+/* Whether a block of `size` bytes may come from a heap's span cache
+ * (pages_of would wrap to 0 within a page of SIZE_MAX). */
+static inline bool span_cacheable(size_t size) {
+  return size - 1 < (size_t)TESS_SPAN_CACHE_PAGES << TESS_PAGE_SHIFT;
+}
+static inline size_t pages_of(size_t size) {
+  return (size + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
 }
 
+/* A large block heap h kept (no lock), or NULL. The empty heap keeps
+ * none, and its take writes nothing (heap.c). */
+static inline void *kept_span_block(tess_heap_t *h, size_t size) {
+  tess_page_t *d = tessi_heap_span_take(h, pages_of(size));
+  if (d == NULL) return NULL;
+  count_large(h, d);
+  return d->large_block;
+}
+
+/* What the fast paths could not serve, for calloc, realloc and the
+ * aligned allocations: first a large block the heap kept, else
+ * alloc_any. (Before init the slab limit is the largest, and the thread
+ * has the empty heap.) */
 static void *alloc_slow(size_t size, size_t align, bool zero) {
-  void *p = align == 0 ? kept_span_block(size) : NULL;
+  void *p = align == 0 && size > tessi_slab_limit ? kept_span_block(tessi_tls_heap, size) : NULL;
   if (p != NULL) return zero ? memset(p, 0, size) : p;
   return alloc_any(size, align, zero);
 }
 
-/* malloc's: alloc_slow without alignment or zeroing, so it keeps no
- * registers across a call (callgrind, OE's sample: 1.4 % fewer
- * instructions in all) */
-static TESS_NOINLINE void *malloc_slow(size_t size) {
-  void *p = kept_span_block(size);
-  return p != NULL ? p : alloc_any(size, 0, false);
+/* malloc_large when h keeps no span of the exact length */
+static TESS_NOINLINE void *malloc_large_longer(tess_heap_t *h, size_t size) {
+  tess_page_t *d = span_cacheable(size) ? tessi_heap_span_take_longer(h, pages_of(size)) : NULL;
+  if (d == NULL) return alloc_any(size, 0, false);
+  count_large(h, d);
+  return d->large_block;
+}
+
+/* malloc above h's slab limit (all sizes for the empty heap, whose limit
+ * is 0): a kept large block of the exact length, three quarters of the
+ * requests in OE's sample, with no call, so no stack frame; else
+ * malloc_large_longer. */
+static TESS_NOINLINE void *malloc_large(tess_heap_t *h, size_t size) {
+  tess_page_t *d = span_cacheable(size) ? tessi_heap_span_take_exact(h, pages_of(size)) : NULL;
+  if (TESS_UNLIKELY(d == NULL)) return malloc_large_longer(h, size);
+  count_large(h, d);
+  return d->large_block;
 }
 
 /* ----------------------------------------------------------------- malloc */
@@ -219,10 +238,46 @@ static inline void *pop_current(size_t size) {
   return b;
 }
 
+static TESS_NOINLINE void *malloc_refill(tess_heap_t *h, tess_page_t *d, size_t size);
+
+/* pop_current's branches, with sizes above the slab limit sent straight
+ * to malloc_large (no second test of the size there), and a slab that
+ * ran dry to malloc_refill */
 void *tess_malloc(size_t size) {
-  void *p = pop_current(size);
-  if (TESS_LIKELY(p != NULL)) return p;
-  return malloc_slow(size);
+  tess_heap_t *h = tessi_tls_heap;
+  tess_page_t *d;
+  tess_block_t *b;
+  if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
+    size_t slot = (size + 15) >> 4;
+    b = pop_block(d = h->direct[slot]);
+    if (TESS_LIKELY(b != NULL)) {
+      TESS_STAT_INC_AT(h->stats.slot_allocs, slot);
+      return b;
+    }
+  } else if (size <= h->slab_limit) {
+    unsigned cls = tessi_class_of(size);
+    b = pop_block(d = h->current[cls]);
+    if (TESS_LIKELY(b != NULL)) {
+      TESS_STAT_ADD(h->stats.allocs[cls], 1);
+      return b;
+    }
+  } else {
+    return malloc_large(h, size);
+  }
+  return malloc_refill(h, d, size);
+}
+
+/* The current slab d for the size ran dry: the blocks its owner freed,
+ * when the heap lets it take them now (then the fast path pops one, and
+ * counts it), else the heap's slow path (alloc_any for the empty heap,
+ * whose page has none: a heap is yet to be taken). */
+static TESS_NOINLINE void *malloc_refill(tess_heap_t *h, tess_page_t *d, size_t size) {
+  if (tessi_heap_refill_local(h, d)) return tess_malloc(size);
+  if (h == &tessi_heap_empty) return alloc_any(size, 0, false);
+  void *p = tessi_heap_malloc_class(h, tessi_class_of(size), true);
+  if (p == NULL) return fail_nomem();
+  after_slow_alloc();
+  return p;
 }
 
 void *tess_calloc(size_t count, size_t size) {
@@ -253,15 +308,15 @@ static TESS_NOINLINE void free_slow(void *p, const char *op) {
 /* A free the fast path could not finish: another thread's slab (checked
  * here), or anything else (classified from scratch). */
 static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) {
-  if (d->kind == TESS_PAGE_SLAB && tessi_is_block_start(in_slab, d->u.div_magic) &&
-      atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap) {
-    tessi_heap_free_remote(d, p);
-    return;
-  }
   /* the start of a large block (in_slab is the offset in its span);
    * kept by its heap when the owner frees it, else to its partition */
   if (d->kind == TESS_PAGE_LARGE && in_slab == 0 && !(d->flags & TESS_LARGE_CACHED)) {
     tessi_large_free(d);
+    return;
+  }
+  if (d->kind == TESS_PAGE_SLAB && tessi_is_block_start(in_slab, d->u.div_magic) &&
+      atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap) {
+    tessi_heap_free_remote(d, p);
     return;
   }
   free_slow(p, "free");

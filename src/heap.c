@@ -114,7 +114,9 @@ static void borrow_set(tess_heap_t *h, unsigned cls, unsigned lender) {
     uint64_t moved = counted - h->borrow_base[cls];
     TESS_STAT_ADD(h->stats.lent[cls], moved);
     TESS_STAT_ADD(h->stats.allocs[was - 1], moved);
+    h->borrowers[was - 1]--;
   }
+  if (lender != 0) h->borrowers[lender - 1]++;
   __atomic_store_n(&h->borrow_base[cls], counted, __ATOMIC_RELAXED);
   __atomic_store_n(&h->borrow[cls], (uint8_t)lender, __ATOMIC_RELAXED);
 }
@@ -124,22 +126,18 @@ static void borrow_end(tess_heap_t *h, unsigned cls) {
   point_current(h, cls, &tessi_page_empty);
 }
 
-/* The bin's first slab becomes current (direct[] and current[] point at
- * it) and takes the state bias that keeps free() off its slow path; the
- * slab it replaces gives its bias back, and may turn out empty. Classes
- * that borrow cls's current slab follow it to the new one (or stop
- * borrowing), before the old one can be released. */
-static void set_current(tess_heap_t *h, unsigned cls) {
-  tess_page_t *d = h->bins[cls].first ? h->bins[cls].first : &tessi_page_empty;
+/* set_current when cls borrows, or lends its current slab: cls's
+ * borrowing ends (its bin has a slab now, or none), and the classes
+ * borrowing cls's slab follow it to the new one (or stop borrowing). */
+static TESS_NOINLINE void set_current_borrowing(tess_heap_t *h, unsigned cls, tess_page_t *d) {
   tess_page_t *old = h->current[cls];
   bool old_borrowed = h->borrow[cls] != 0;
   if (d == old && !old_borrowed) return;
   if (old_borrowed) borrow_set(h, cls, 0);
   point_current(h, cls, d);
   if (d != &tessi_page_empty) d->state++;
-  /* (the few classes below cls that may borrow: none outside fixed mode) */
   bool lends = d != &tessi_page_empty && h->slabs_owned[cls] <= BORROW_LENDER_SLABS;
-  for (unsigned c = tessi_classes[cls].borrows_from_low; c < cls; c++) {
+  for (unsigned c = tessi_classes[cls].borrows_from_low; c < cls && h->borrowers[cls] != 0; c++) {
     if (h->borrow[c] != cls + 1) continue;
     if (lends)
       point_current(h, c, d);
@@ -147,6 +145,27 @@ static void set_current(tess_heap_t *h, unsigned cls) {
       borrow_end(h, c);
   }
   if (!old_borrowed && old != &tessi_page_empty && --old->state == 0) slab_empty(h, old);
+}
+
+/* The bin's first slab becomes current (direct[] and current[] point at
+ * it) and takes the state bias that keeps free() off its slow path; the
+ * slab it replaces gives its bias back, and may turn out empty. Classes
+ * that borrow cls's current slab follow it to the new one (or stop
+ * borrowing), before the old one can be released: apart, since few
+ * classes borrow (none outside fixed mode), and this runs at every
+ * change of a current slab (in workload B, looking at the classes that
+ * might borrow each time was a tenth of the slab slow path). */
+static void set_current(tess_heap_t *h, unsigned cls) {
+  tess_page_t *d = h->bins[cls].first ? h->bins[cls].first : &tessi_page_empty;
+  if (TESS_UNLIKELY(h->borrow[cls] != 0 || h->borrowers[cls] != 0)) {
+    set_current_borrowing(h, cls, d);
+    return;
+  }
+  tess_page_t *old = h->current[cls];
+  if (d == old) return;
+  point_current(h, cls, d);
+  if (d != &tessi_page_empty) d->state++;
+  if (old != &tessi_page_empty && --old->state == 0) slab_empty(h, old);
 }
 
 static bool in_bin(tess_heap_t *h, const tess_page_t *d) {
@@ -221,7 +240,9 @@ void tessi_heap_span_trip(tess_heap_t *h) {
   }
 }
 
-/* Misses before the heap has kept a span in this call do not count: its
+/* A take found nothing: the score falls, and a heap over a budget that
+ * shrank as other heaps were taken sheds the rest.
+ * Misses before the heap has kept a span in this call do not count: its
  * cache is empty, so they say nothing about whether it works. Counted,
  * the first requests of a call (all misses) took one or two of OE's 16
  * calls at once below the mark, where 8 KiB finds too little to raise
@@ -229,7 +250,8 @@ void tessi_heap_span_trip(tess_heap_t *h) {
  * block for the rest of the call, 144,000 times in a run. Not counted:
  * 12 % fewer instructions with all 16 calls at once and 13 % less time;
  * workload B the same. */
-TESS_NOINLINE void tessi_heap_span_missed(tess_heap_t *h) {
+static void span_missed(tess_heap_t *h) {
+  if (h == &tessi_heap_empty) return; /* shared by every thread without a heap */
   if (h->span_pages << TESS_PAGE_SHIFT > tessi_heap_span_budget(h)) {
     /* the budget shrank as other heaps were taken: shed now, or a heap
      * that ran alone at first keeps its larger cache for the rest of its
@@ -238,6 +260,18 @@ TESS_NOINLINE void tessi_heap_span_missed(tess_heap_t *h) {
   }
   if (h->span_unfed) return;
   if (h->span_score > 0 && --h->span_score == TESS_SPAN_SCORE_LOW - 1) tessi_heap_span_shrink(h);
+}
+
+TESS_NOINLINE tess_page_t *tessi_heap_span_take_longer(tess_heap_t *h, size_t pages) {
+  if (h->span_score >= TESS_SPAN_SCORE_LOW) {
+    size_t last = TESS_MIN(pages + TESS_SPAN_SLACK, (size_t)TESS_SPAN_CACHE_PAGES);
+    for (size_t longer = pages + 1; longer <= last; longer++) {
+      tess_page_t *d = tessi_heap_span_take_exact(h, longer);
+      if (d != NULL) return d;
+    }
+  }
+  span_missed(h);
+  return NULL;
 }
 
 /* Every empty slab and free span h keeps. */
@@ -483,14 +517,18 @@ static void orphan_file_locked(orphan_list_t *list, tess_page_t *d) {
   }
 }
 
-static void orphan_unfile_locked(orphan_list_t *list, tess_page_t *d) {
-  tess_bin_t *bin = orphan_bin_locked(list, d);
+/* Out of `bin`, the one its state gave when it was filed. */
+static void orphan_unfile_from(orphan_list_t *list, tess_page_t *d, tess_bin_t *bin) {
   tessi_list_unlink(bin, d);
   atomic_store_explicit(&list->filed, list->filed - 1, memory_order_relaxed);
   if (list->filed == 0) orphans_filed_mark(list, false);
   if (bin != &list->full) {
     atomic_store_explicit(&list->with_room, list->with_room - 1, memory_order_relaxed);
   }
+}
+
+static void orphan_unfile_locked(orphan_list_t *list, tess_page_t *d) {
+  orphan_unfile_from(list, d, orphan_bin_locked(list, d));
 }
 
 /* Files the chain (through next) of orphans of one class, all collected,
@@ -522,9 +560,13 @@ static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
     tessi_unlock(&list->lock);
     return false;
   }
-  orphan_unfile_locked(list, d);
+  /* it goes to the front of its bucket (takers take the first); its
+   * counts change only when the block moves it to another bucket (a
+   * free changes its count by one; a bucket spans a quarter of the slab) */
+  tess_bin_t *was = orphan_bin_locked(list, d);
   tessi_slab_collect_remote(d); /* frees that raced with the orphaning */
   if (d->state <= 0) {
+    orphan_unfile_from(list, d, was);
     orphan_file_locked(list, d);
     tessi_unlock(&list->lock);
     tessi_report_invalid("free", b, "double free");
@@ -532,7 +574,13 @@ static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
   b->next = d->local_free;
   d->local_free = b;
   bool empty = --d->state == 0;
-  if (!empty) orphan_file_locked(list, d);
+  if (empty || orphan_bin_locked(list, d) != was) {
+    orphan_unfile_from(list, d, was);
+    if (!empty) orphan_file_locked(list, d);
+  } else if (was->first != d) {
+    tessi_list_unlink(was, d);
+    tessi_list_push(was, d);
+  }
   tessi_unlock(&list->lock);
   if (empty) {
     TESS_STAT_MINE(slabs_done[cls], 1);
@@ -720,7 +768,7 @@ static void *borrow_block(tess_heap_t *h, unsigned cls) {
  * one in 8 nothing measurable (and asking whether the class allocated
  * since the last look kept the slabs of classes used a few times per
  * round). */
-#define SWEEP_PACE 8
+#define SWEEP_PACE TESS_FULL_SLOW_PATH_EVERY
 
 static TESS_NOINLINE void release_empty_current(tess_heap_t *h) {
   unsigned c = (h->slab_slow_paths / SWEEP_PACE) % TESS_CLASSES;
@@ -731,7 +779,7 @@ static TESS_NOINLINE void release_empty_current(tess_heap_t *h) {
 
 void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls, bool may_borrow) {
   h->reattached = 0;
-  if (tessi_primary->is_fixed && h->slab_slow_paths++ % SWEEP_PACE == 0) release_empty_current(h);
+  if (h->slab_slow_paths++ % SWEEP_PACE == 0 && tessi_primary->is_fixed) release_empty_current(h);
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) process_delayed(h);
   bool reclaimed = false;
   tess_page_t *d;

@@ -102,6 +102,9 @@ static bool init_os_locked(void) {
 
 /* Marks the process ready; called with init_lock held, releases it. */
 static void finish_init(void) {
+  /* the low span budget is never above the full one (TESS_HEAP_CACHE may
+   * ask for less), so tessi_heap_span_budget need not compare them */
+  tessi_span_budget_low = TESS_MIN(tessi_span_budget_low, tessi_options.heap_cache);
   tessi_plat_thread_exit_init(thread_exit);
   atomic_store_explicit(&tessi_ready, 1, memory_order_release);
   tessi_unlock(&init_lock);

@@ -329,6 +329,29 @@ static inline tess_heap_t *tessi_owner_heap(const tess_page_t *d) {
  * when may_borrow, a block of a larger class's slab). NULL when out of
  * memory. */
 void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls, bool may_borrow);
+/* Every this many slab slow paths, one is tessi_heap_malloc_class whatever
+ * the slab holds: the heap's chores run there (delayed frees, the sweep of
+ * empty current slabs, statistics samples). */
+#define TESS_FULL_SLOW_PATH_EVERY 8
+/* h's current slab d (for some size) ran dry: if the owner has freed
+ * blocks into it, they become its free list, unless the full slow path is
+ * due, other threads' frees wait on the slab (the full path takes them
+ * too, so they are used first, as before) or on h's delayed list. About
+ * 10 instructions where tessi_heap_malloc_class takes 240: in OE's sample
+ * the 1-3 KiB classes hold 2-5 blocks per slab, and half their slow paths
+ * found nothing to do but this. False: take the full slow path. */
+static inline bool tessi_heap_refill_local(tess_heap_t *h, tess_page_t *d) {
+  if (d->local_free == NULL || h->slab_slow_paths % TESS_FULL_SLOW_PATH_EVERY == 0 ||
+      atomic_load_explicit(&d->remote, memory_order_relaxed) != 0 ||
+      atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) {
+    return false;
+  }
+  h->slab_slow_paths++;
+  h->reattached = 0; /* an allocation: the heap is not just freeing (heap.c) */
+  d->free = d->local_free;
+  d->local_free = NULL;
+  return true;
+}
 /* The owner pushed a block onto d->local_free and the decremented state
  * is <= 0: the slab was detached, or its last block came back, or nothing
  * was out at all (a double free, reported). */
@@ -351,7 +374,7 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
  * over budget (free it then).
  * The budget follows how well the cache works for this heap: each take
  * that finds a span raises span_score, each that finds none lowers it
- * (once the heap has kept a span in its call: tessi_heap_span_missed); at
+ * (once the heap has kept a span in its call: heap.c, span_missed); at
  * TESS_SPAN_SCORE_LOW and above the heap may keep TESS_HEAP_CACHE bytes,
  * below it tessi_span_budget_low. A thread that frees and allocates large
  * blocks in turn (OE's allocation sample: 99 % found) keeps its spans; one
@@ -369,7 +392,7 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
 #define TESS_SPAN_SCORE_LOW 16
 #define TESS_SPAN_SMALL ((size_t)32 << 10)
 #define TESS_SPAN_LOW_FIXED ((size_t)8 << 10)
-extern size_t tessi_span_budget_low; /* set once at init (init.c) */
+extern size_t tessi_span_budget_low; /* set once at init, <= TESS_HEAP_CACHE (init.c) */
 #define TESS_SPAN_SLACK 2
 /* Spans beyond the heap's budget go back, longest first (heap.c). */
 void tessi_heap_span_shrink(tess_heap_t *h);
@@ -377,43 +400,42 @@ void tessi_heap_span_shrink(tess_heap_t *h);
  * counts the trip and whether the partition was busy, which widens the
  * heap's budget (heap.c). */
 void tessi_heap_span_trip(tess_heap_t *h);
-/* A take found nothing: the score falls, and a heap over a budget that
- * shrank as other heaps were taken sheds the rest (heap.c). */
-void tessi_heap_span_missed(tess_heap_t *h);
-/* A cached span of `pages` pages, out of the cache and h's again; or NULL. */
+/* A cached span of `pages` pages, out of the cache and h's again; or NULL.
+ * Its large_owner is h already (only the owner keeps a span), and `next`
+ * means nothing to an allocated large head (every list that takes it
+ * again sets both links). */
 static inline tess_page_t *tessi_heap_span_pop(tess_heap_t *h, size_t pages) {
   tess_page_t *d = h->spans[pages];
   if (d == NULL) return NULL;
   h->spans[pages] = d->next;
   h->span_pages -= pages;
-  d->next = NULL;
   d->flags &= (uint16_t)~TESS_LARGE_CACHED;
-  d->large_owner = h;
   return d;
 }
-/* A kept span of `pages` to `pages` + TESS_SPAN_SLACK pages, or NULL. */
-static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
-  if (pages > TESS_SPAN_CACHE_PAGES) return NULL;
+/* The exact length kept: the score rises (inline: nearly every take of
+ * OE's sample finds one). */
+static inline tess_page_t *tessi_heap_span_take_exact(tess_heap_t *h, size_t pages) {
   tess_page_t *d = tessi_heap_span_pop(h, pages);
-  if (d == NULL && h->span_score >= TESS_SPAN_SCORE_LOW) {
-    size_t last = TESS_MIN(pages + TESS_SPAN_SLACK, (size_t)TESS_SPAN_CACHE_PAGES);
-    for (size_t longer = pages + 1; d == NULL && longer <= last; longer++) {
-      d = tessi_heap_span_pop(h, longer);
-    }
-  }
-  if (d == NULL) {
-    tessi_heap_span_missed(h);
-    return NULL;
-  }
-  h->span_score = TESS_MIN(h->span_score + 1, TESS_SPAN_SCORE_MAX);
+  if (d != NULL) h->span_score += h->span_score < TESS_SPAN_SCORE_MAX;
   return d;
+}
+/* When the exact length is not kept: a span up to TESS_SPAN_SLACK pages
+ * longer, or NULL, and the miss counted (heap.c). */
+tess_page_t *tessi_heap_span_take_longer(tess_heap_t *h, size_t pages);
+/* A kept span of `pages` to `pages` + TESS_SPAN_SLACK pages, or NULL.
+ * (0 pages, a size within a page of SIZE_MAX rounded up, finds none.) */
+static inline tess_page_t *tessi_heap_span_take(tess_heap_t *h, size_t pages) {
+  if (pages - 1 >= TESS_SPAN_CACHE_PAGES) return NULL;
+  tess_page_t *d = tessi_heap_span_take_exact(h, pages);
+  return d != NULL ? d : tessi_heap_span_take_longer(h, pages);
 }
 
 /* TESS_HEAP_CACHE, or less while many heaps are in use (heap.c) */
 extern _Atomic(size_t) tessi_heap_cache_now[2]; /* [h->span_wide] */
 static inline size_t tessi_heap_span_budget(const tess_heap_t *h) {
-  size_t full = atomic_load_explicit(&tessi_heap_cache_now[h->span_wide], memory_order_relaxed);
-  return h->span_score >= TESS_SPAN_SCORE_LOW ? full : TESS_MIN(full, tessi_span_budget_low);
+  /* (tessi_span_budget_low is never above the full budget: init.c) */
+  if (h->span_score < TESS_SPAN_SCORE_LOW) return tessi_span_budget_low;
+  return atomic_load_explicit(&tessi_heap_cache_now[h->span_wide], memory_order_relaxed);
 }
 
 static inline bool tessi_heap_span_keep(tess_heap_t *h, tess_page_t *d) {
@@ -525,8 +547,9 @@ void tessi_huge_fork_child(void);
 struct tess_stats;
 /* out[c]: blocks every slab of class c counts out (allocated, or freed by
  * another thread and still on a list), the current slabs' bias left out.
- * Walks every region with its partitions locked (check.c). */
-void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES]);
+ * Walks every region, with its partitions locked when `lock` (check.c;
+ * without, a span changing meanwhile may be counted wrong). */
+void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES], bool lock);
 /* Every counter added up, peaks updated (stats.c). */
 void tessi_stats_merge(struct tess_stats *s);
 /* s as one JSON object (time_ms, pid < 0: no such field); snprintf's

@@ -24,7 +24,8 @@ tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool z
     if (d == NULL) return NULL;
   }
   d->large_owner = h;
-  if (zero && !is_zero) memset((void *)tessi_page_addr(tessi_region_of_page(d), d), 0, size);
+  d->large_block = (void *)tessi_page_addr(tessi_region_of_page(d), d);
+  if (zero && !is_zero) memset(d->large_block, 0, size);
   return d;
 }
 

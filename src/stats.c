@@ -76,9 +76,12 @@ static void fill_span(struct tess_span_stats *out, const uint64_t *span) {
   out->live_bytes = difference(span[2], span[3]);
 }
 
-/* Adds up every heap's counters into s (when not NULL) and updates the
- * peaks. Holds peak_lock. */
+/* Adds up every heap's counters into s (when not NULL: a read, which
+ * walks the slabs with their partitions locked; NULL: an automatic
+ * sample, which walks them without) and updates the peaks. Holds
+ * peak_lock. */
 static void merge_counters_locked(struct tess_stats *s) {
+  bool is_read = s != NULL;
   static totals_t t; /* too large for a small thread's stack; under peak_lock */
   static struct tess_stats scratch;
   if (s == NULL) s = &scratch;
@@ -90,7 +93,7 @@ static void merge_counters_locked(struct tess_stats *s) {
     add_borrowing(&t, h);
     t.heaps++;
   }
-  tessi_slab_blocks_out(t.out);
+  tessi_slab_blocks_out(t.out, is_read);
   s->class_count = TESS_CLASSES;
   s->fixed = tessi_primary->is_fixed;
   s->live_bytes = s->slab_bytes = s->allocs = s->frees = 0;

@@ -112,8 +112,11 @@ typedef struct tess_page_s {
     tess_block_t *free;              /* slab: blocks to allocate */
     struct tess_heap_s *large_owner; /* large: the heap that allocated it */
   };
-  tess_block_t *local_free; /* slab: blocks freed by the owner */
-  int16_t state;            /* slab: TESS_STATE_* */
+  union {
+    tess_block_t *local_free; /* slab: blocks freed by the owner */
+    void *large_block;        /* large: its address (malloc finds it in one load) */
+  };
+  int16_t state; /* slab: TESS_STATE_* */
   union {
     uint16_t capacity; /* slab: blocks carved so far */
     uint16_t flags;    /* free span: TESS_SPAN_* */
@@ -226,6 +229,7 @@ typedef struct tess_heap_s {
    * (heap.c), 0 when none; borrow_base[c]: c's fast-path count when it
    * began (both read by stats.c: written with relaxed atomic stores) */
   uint8_t borrow[TESS_CLASSES];
+  uint8_t borrowers[TESS_CLASSES]; /* classes that borrow class c's slab now */
   uint64_t borrow_base[TESS_CLASSES];
   uint32_t slabs_owned[TESS_CLASSES]; /* slabs of each class it owns */
   tess_bin_t full;                    /* detached (full) slabs, any class */
@@ -241,7 +245,8 @@ typedef struct tess_heap_s {
   tess_partition_t *home;         /* where new spans come from */
   uint32_t shard;                 /* which orphan lists it uses first */
   uint32_t reattached;            /* fixed: full slabs freed into since the last malloc slow path */
-  uint32_t slab_slow_paths;       /* fixed: every 8th gives back an empty current slab (heap.c) */
+  uint32_t slab_slow_paths;       /* every 8th is a full one; fixed: it gives back an empty
+                                     current slab (heap.c) */
   struct tess_heap_s *next_idle;  /* pool links: next is colder */
   struct tess_heap_s *prev_idle;
   uint64_t idle_mark;            /* pool release count when last released or trimmed */

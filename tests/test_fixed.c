@@ -35,14 +35,20 @@
  *   large-region a 64 GiB region (reserved, never filled): init lays the
  *                descriptors of a few partitions of 64 MiB, not of 8 of 4
  *                GiB, and none for its own meta pages (footprint under 16
- *                MiB, resident memory +24 MiB at most); a 3 GiB block, more than a partition, opens just
- *                the partitions its run needs, so the footprint follows
- *                the bytes in use; the heap checks out, and freeing
- *                everything gives it back
+ *                MiB, resident memory +24 MiB at most); a 3 GiB block,
+ *                more than a partition, opens just the partitions its run
+ *                needs, so the footprint follows the bytes in use; the
+ *                heap checks out, and freeing everything gives it back
  *   churn        10^5 "enclave calls" over 20 host threads in 64 MiB: each
  *                takes a burst of blocks, keeps some in a shared pool that
  *                other calls free (live bytes stay under 24 MiB), and ends
  *                with tess_thread_cleanup; no allocation may fail
+ *   huge-sizes   sizes the region can never hold (PTRDIFF_MAX + 1 to
+ *                SIZE_MAX) while the heap keeps freed 1- and 2-page spans:
+ *                NULL with ENOMEM from malloc, calloc, realloc and
+ *                aligned_alloc, and the kept spans stay (a size within a
+ *                page of SIZE_MAX rounds to 0 pages, and the span cache
+ *                once answered it with a kept 1-page block)
  *   errors       tess_init_region's answers: EINVAL for a range too small
  *                or inverted, EBUSY once initialized
  *
@@ -934,6 +940,38 @@ static void churn(void) {
   for (int i = 0; i < POOL_SLOTS; i++) tess_free(shared.block[i]);
 }
 
+/* ------------------------------------------------------------ huge-sizes */
+
+static void huge_sizes(void) {
+  init_region(4 * MiB);
+  void *one = tess_malloc(4000), *two = tess_malloc(8000);
+  REQUIRE(one != NULL && two != NULL, "no large block");
+  tess_free(one); /* both kept by the heap's span cache */
+  tess_free(two);
+  static const size_t sizes[] = {SIZE_MAX,        SIZE_MAX - 100,  SIZE_MAX - 4094,
+                                 SIZE_MAX - 4095, SIZE_MAX - 8191, (size_t)PTRDIFF_MAX + 1};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    size_t size = sizes[i];
+    errno = 0;
+    void *p = tess_malloc(size);
+    CHECK(p == NULL && errno == ENOMEM, "malloc(%zu) = %p, errno %d", size, p, errno);
+    errno = 0;
+    p = tess_calloc(1, size);
+    CHECK(p == NULL && errno == ENOMEM, "calloc(1, %zu) = %p, errno %d", size, p, errno);
+    errno = 0;
+    p = tess_realloc(NULL, size);
+    CHECK(p == NULL && errno == ENOMEM, "realloc(NULL, %zu) = %p, errno %d", size, p, errno);
+    errno = 0;
+    p = tess_aligned_alloc(16, size);
+    CHECK(p == NULL && errno == ENOMEM, "aligned_alloc(16, %zu) = %p, errno %d", size, p, errno);
+  }
+  void *again = tess_malloc(4000), *again2 = tess_malloc(8000);
+  CHECK(again == one && again2 == two, "the kept spans were lost: %p %p, not %p %p", again, again2,
+        one, two);
+  tess_free(again);
+  tess_free(again2);
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static void errors(void) {
@@ -961,7 +999,7 @@ static const scenario_t scenarios[] = {
     {"low-end", low_end},       {"borrow", borrow},  {"sweep", sweep},
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
-    {"churn", churn},           {"errors", errors},
+    {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
 };
 
 int main(int argc, char **argv) {
