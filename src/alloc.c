@@ -177,10 +177,12 @@ static inline void *kept_span_block(tess_heap_t *h, size_t size) {
 
 /* What the fast paths could not serve, for calloc, realloc and the
  * aligned allocations: first a large block the heap kept, else
- * alloc_any. (Before init the slab limit is the largest, and the thread
- * has the empty heap.) */
+ * alloc_any. The heap's own copy of the slab limit, not the global one,
+ * which init may be writing meanwhile (the empty heap's is 0, and it
+ * keeps nothing). */
 static void *alloc_slow(size_t size, size_t align, bool zero) {
-  void *p = align == 0 && size > tessi_slab_limit ? kept_span_block(tessi_tls_heap, size) : NULL;
+  tess_heap_t *h = tessi_tls_heap;
+  void *p = align == 0 && size > h->slab_limit ? kept_span_block(h, size) : NULL;
   if (p != NULL) return zero ? memset(p, 0, size) : p;
   return alloc_any(size, align, zero);
 }
