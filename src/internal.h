@@ -71,11 +71,6 @@ static inline unsigned tessi_class_of(size_t n) {
   unsigned top = 63u - (unsigned)__builtin_clzll(m); /* >= 7 */
   return TESS_EXACT_CLASSES + (top - 7u) * 4u + (unsigned)((m >> (top - 2u)) & 3u);
 }
-/* The first direct[] slot (sizes in 16-byte steps) of a class up to
- * TESS_SMALL_MAX; its last is block_size / 16. */
-static inline unsigned tessi_class_first_slot(unsigned cls) {
-  return cls == 0 ? 0 : tessi_classes[cls - 1].block_size / 16 + 1;
-}
 /* Smallest class >= size whose blocks are all `align`-aligned (align <= page);
  * -1 when none (then the block is a page span). */
 int tessi_class_for_aligned(size_t size, size_t align);
@@ -488,10 +483,10 @@ extern tess_heap_stats_t tessi_stats_shared;
  * (sizes up to TESS_SMALL_MAX), else allocs[c]. Loads are relaxed: the
  * merge reads other threads' counters. */
 static inline uint64_t tessi_fast_allocs(const tess_heap_stats_t *s, unsigned c) {
-  uint32_t size = tessi_classes[c].block_size;
-  if (size > TESS_SMALL_MAX) return __atomic_load_n(&s->allocs[c], __ATOMIC_RELAXED);
+  const tess_class_info_t *info = &tessi_classes[c];
+  if (info->slot_count == 0) return __atomic_load_n(&s->allocs[c], __ATOMIC_RELAXED);
   uint64_t sum = 0;
-  for (unsigned slot = tessi_class_first_slot(c); slot <= size / 16; slot++) {
+  for (unsigned slot = info->first_slot; slot < info->first_slot + info->slot_count; slot++) {
     sum += __atomic_load_n(&s->slot_allocs[slot], __ATOMIC_RELAXED);
   }
   return sum;

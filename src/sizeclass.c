@@ -54,7 +54,14 @@ void tessi_sizeclass_init(size_t slab_target_bytes, uint32_t min_blocks, size_t 
     /* carve about a page at a time: RSS grows with use, not with slab size */
     info->extend_blocks = TESS_MAX(1u, (uint32_t)(TESS_PAGE_SIZE / size));
     info->div_magic = UINT64_MAX / size + 1;
+    /* sizes (size of the class below, size] round up to this class */
+    unsigned first = c == 0 ? 0 : class_size(c - 1) / 16 + 1;
+    info->first_slot = (uint8_t)(size <= TESS_SMALL_MAX ? first : 0);
+    info->slot_count = (uint8_t)(size <= TESS_SMALL_MAX ? size / 16 - first + 1 : 0);
   }
+  /* four classes per doubling: the last class up to TESS_SMALL_MAX spans
+   * its top eighth, in 16-byte slots */
+  _Static_assert(TESS_SMALL_MAX / 8 / 16 <= 8, "point_current (heap.c) stores 8 slots at most");
   /* a block lent to a smaller class is at most borrow_window times the
    * size of the class's own blocks (1: none is lent, and set_current's
    * look at the borrowers of a class finds none to look at) */

@@ -265,6 +265,10 @@ typedef struct tess_class_info_s {
   /* fixed mode: the classes that may lend it blocks are (c, lends_to_top],
    * the lowest that may borrow from it borrows_from_low (heap.c) */
   uint8_t lends_to_top, borrows_from_low;
+  /* sizes up to TESS_SMALL_MAX: heap->direct[first_slot] and the next
+   * slot_count - 1 slots point at the class's current slab (1, 2, 4 or 8
+   * slots; 0 above) */
+  uint8_t first_slot, slot_count;
 } tess_class_info_t;
 
 /* ---------------------------------------------------------- huge blocks */
