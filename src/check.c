@@ -269,6 +269,26 @@ static void walk_all(walk_t *w) {
   }
 }
 
+/* Each heap's count of the classes borrowing a class's current slab
+ * (set_current looks at them only when it is not 0) against its
+ * borrowings. */
+static void check_borrowers(walk_t *w) {
+  for (tess_heap_t *h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire);
+       h != NULL && w->error == NULL; h = h->next_made) {
+    unsigned count[TESS_CLASSES] = {0};
+    for (unsigned c = 0; c < TESS_CLASSES; c++) {
+      if (h->borrow[c] != 0) count[h->borrow[c] - 1]++;
+    }
+    for (unsigned c = 0; c < TESS_CLASSES; c++) {
+      if (count[c] != h->borrowers[c]) {
+        fail(w, "heap: borrower count differs from the borrowings", tessi_classes[c].block_size,
+             true);
+        break;
+      }
+    }
+  }
+}
+
 const char *tess_heap_check(void) {
   if (!atomic_load_explicit(&tessi_ready, memory_order_acquire)) return NULL;
   static walk_t w;            /* its message outlives the call */
@@ -276,6 +296,7 @@ const char *tess_heap_check(void) {
   tessi_lock(&walk_lock);
   memset(&w, 0, sizeof w);
   walk_all(&w);
+  check_borrowers(&w);
   if (w.error == NULL) tessi_stats_merge(&s);
   /* the counters against what the walk found */
   for (unsigned c = 0; c < TESS_CLASSES && w.error == NULL; c++) {
