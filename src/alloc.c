@@ -114,10 +114,12 @@ static void after_slow_alloc(void) {
 #endif
 }
 
-/* a large block allocated by h (a thread allocating one has a heap) */
-static inline void count_large(tess_heap_t *h, const tess_page_t *d) {
+/* The large block of span d, now h's, counted (a thread allocating one
+ * has a heap). */
+static inline void *counted_large_block(tess_heap_t *h, const tess_page_t *d) {
   TESS_STAT_ADD(h->stats.large_allocs, 1);
   TESS_STAT_ADD(h->stats.large_bytes_in, (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
+  return d->large_block;
 }
 
 /* Any size, any alignment (power of two): slab, large or huge. */
@@ -148,10 +150,7 @@ static TESS_NOINLINE void *alloc_any(size_t size, size_t align, bool zero) {
     /* the span cache of our own heap was looked at above (align 0) */
     tess_page_t *d =
         h != NULL ? tessi_large_alloc(h, size, align, zero, h != own || align != 0) : NULL;
-    if (d != NULL) {
-      count_large(h, d);
-      p = (void *)tessi_page_addr(tessi_region_of_page(d), d);
-    }
+    if (d != NULL) p = counted_large_block(h, d);
   }
   if (p != NULL) after_slow_alloc();
   return p != NULL ? p : fail_nomem();
@@ -170,9 +169,7 @@ static inline size_t pages_of(size_t size) {
  * none, and its take writes nothing (heap.c). */
 static inline void *kept_span_block(tess_heap_t *h, size_t size) {
   tess_page_t *d = tessi_heap_span_take(h, pages_of(size));
-  if (d == NULL) return NULL;
-  count_large(h, d);
-  return d->large_block;
+  return d != NULL ? counted_large_block(h, d) : NULL;
 }
 
 /* What the fast paths could not serve, for calloc, realloc and the
@@ -190,9 +187,7 @@ static void *alloc_slow(size_t size, size_t align, bool zero) {
 /* malloc_large when h keeps no span of the exact length */
 static TESS_NOINLINE void *malloc_large_longer(tess_heap_t *h, size_t size) {
   tess_page_t *d = span_cacheable(size) ? tessi_heap_span_take_longer(h, pages_of(size)) : NULL;
-  if (d == NULL) return alloc_any(size, 0, false);
-  count_large(h, d);
-  return d->large_block;
+  return d != NULL ? counted_large_block(h, d) : alloc_any(size, 0, false);
 }
 
 /* malloc above h's slab limit (all sizes for the empty heap, whose limit
@@ -202,8 +197,7 @@ static TESS_NOINLINE void *malloc_large_longer(tess_heap_t *h, size_t size) {
 static TESS_NOINLINE void *malloc_large(tess_heap_t *h, size_t size) {
   tess_page_t *d = span_cacheable(size) ? tessi_heap_span_take_exact(h, pages_of(size)) : NULL;
   if (TESS_UNLIKELY(d == NULL)) return malloc_large_longer(h, size);
-  count_large(h, d);
-  return d->large_block;
+  return counted_large_block(h, d);
 }
 
 /* ----------------------------------------------------------------- malloc */
@@ -219,35 +213,13 @@ static inline tess_block_t *pop_block(tess_page_t *d) {
 }
 
 /* Pops a block off the current slab for `size`: direct[] up to 1 KiB, the
- * class's current slab up to the heap's slab limit (the run-time one: 4
+ * class's current slab up to the heap's slab limit (the run-time one: 3
  * KiB in fixed mode, where larger sizes are spans, which then skip the
- * class lookup). NULL sends the caller to its slow path.
+ * class lookup). NULL sends the caller to its slow path, with *dry the
+ * slab that ran dry, or NULL for a size above the slab limit.
  * The empty heap's counters are never written: its pages have no block. */
-static inline void *pop_current(size_t size) {
-  tess_heap_t *h = tessi_tls_heap;
-  tess_block_t *b;
-  if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
-    size_t slot = (size + 15) >> 4;
-    b = pop_block(h->direct[slot]);
-    if (TESS_LIKELY(b != NULL)) TESS_STAT_INC_AT(h->stats.slot_allocs, slot);
-  } else if (size <= h->slab_limit) {
-    unsigned cls = tessi_class_of(size);
-    b = pop_block(h->current[cls]);
-    if (TESS_LIKELY(b != NULL)) TESS_STAT_ADD(h->stats.allocs[cls], 1);
-  } else {
-    return NULL;
-  }
-  return b;
-}
-
-static TESS_NOINLINE void *malloc_refill(tess_heap_t *h, tess_page_t *d, size_t size);
-
-/* pop_current's branches, with sizes above the slab limit sent straight
- * to malloc_large (no second test of the size there), and a slab that
- * ran dry to malloc_refill */
-void *tess_malloc(size_t size) {
-  tess_heap_t *h = tessi_tls_heap;
-  tess_page_t *d;
+static inline void *pop_current(tess_heap_t *h, size_t size, tess_page_t **dry) {
+  tess_page_t *d = NULL;
   tess_block_t *b;
   if (TESS_LIKELY(size <= TESS_SMALL_MAX)) {
     size_t slot = (size + 15) >> 4;
@@ -263,10 +235,21 @@ void *tess_malloc(size_t size) {
       TESS_STAT_ADD(h->stats.allocs[cls], 1);
       return b;
     }
-  } else {
-    return malloc_large(h, size);
   }
-  return malloc_refill(h, d, size);
+  *dry = d;
+  return NULL;
+}
+
+static TESS_NOINLINE void *malloc_refill(tess_heap_t *h, tess_page_t *d, size_t size);
+
+/* Sizes above the slab limit go straight to malloc_large (no second test
+ * of the size there), a slab that ran dry to malloc_refill. */
+void *tess_malloc(size_t size) {
+  tess_heap_t *h = tessi_tls_heap;
+  tess_page_t *dry;
+  void *p = pop_current(h, size, &dry);
+  if (TESS_LIKELY(p != NULL)) return p;
+  return dry != NULL ? malloc_refill(h, dry, size) : malloc_large(h, size);
 }
 
 /* The current slab d for the size ran dry: the blocks its owner freed,
@@ -285,7 +268,8 @@ static TESS_NOINLINE void *malloc_refill(tess_heap_t *h, tess_page_t *d, size_t 
 void *tess_calloc(size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) return fail_nomem();
-  void *p = pop_current(total);
+  tess_page_t *dry;
+  void *p = pop_current(tessi_tls_heap, total, &dry);
   if (TESS_LIKELY(p != NULL)) return memset(p, 0, total);
   return alloc_slow(total, 0, true);
 }
