@@ -199,9 +199,14 @@ static void walk_region(walk_t *w, tess_region_t *r) {
     i += pages;
   }
   for (unsigned k = 0; k < open && w->error == NULL && w->visit_result == 0; k++) {
-    if (free_pages[k] != r->partitions[k].free_pages) {
+    tess_partition_t *p = &r->partitions[k];
+    size_t used = atomic_load_explicit(&p->used_pages, memory_order_relaxed);
+    if (free_pages[k] != p->free_pages) {
       fail(w, "partition: free pages do not match its count",
-           tessi_page_addr(r, &r->pages[r->partitions[k].first_page]), false);
+           tessi_page_addr(r, &r->pages[p->first_page]), false);
+    } else if (used != p->end_page - p->first_page - p->free_pages) {
+      fail(w, "partition: pages in use do not match the footprint's count",
+           tessi_page_addr(r, &r->pages[p->first_page]), false);
     }
   }
 }
@@ -297,6 +302,11 @@ const char *tess_heap_check(void) {
   memset(&w, 0, sizeof w);
   walk_all(&w);
   check_borrowers(&w);
+  if (w.error == NULL && !tessi_footprint_consistent()) {
+    w.error =
+        "footprint: the bound is not the partitions' prepaid pages, or the peak is below "
+        "the footprint";
+  }
   if (w.error == NULL) tessi_stats_merge(&s);
   /* the counters against what the walk found */
   for (unsigned c = 0; c < TESS_CLASSES && w.error == NULL; c++) {

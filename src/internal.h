@@ -201,13 +201,18 @@ static inline uintptr_t tessi_page_addr(const tess_region_t *r, const tess_page_
 }
 
 /* ---------------------------------------------------------------- spans */
-/* Footprint: pages handed out of the partitions, plus region headers.
- * tessi_span_account adds (or, negative, removes) pages; tessi_footprint
- * answers bytes now and, in *peak, the most ever. */
-void tessi_span_account(ptrdiff_t pages);
+/* Footprint: pages handed out of the partitions, plus the meta pages
+ * (region headers and the descriptors laid so far). The span allocator
+ * counts its own pages (span.c); tessi_footprint_meta_add counts meta
+ * pages; tessi_footprint answers bytes now and, in *peak, the most ever. */
+void tessi_footprint_meta_add(size_t pages);
 size_t tessi_footprint(size_t *peak);
-/* The peak alone: one load of a line that is rarely written (the current
- * footprint's is written by every span operation). */
+/* tess_heap_check, the program quiescent: the global bound is the meta
+ * pages plus every partition's prepaid pages, and the peak is not below
+ * the footprint. */
+bool tessi_footprint_consistent(void);
+/* The peak alone: one load of a line that is written only when the peak
+ * rises. */
 extern _Atomic(size_t) tessi_peak_pages;
 static inline size_t tessi_footprint_peak(void) {
   return atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;

@@ -165,7 +165,7 @@ static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, b
    * the heap (those laid so far); in OS mode they are address space,
    * touched in proportion to the pages in use */
   if (is_fixed) {
-    tessi_span_account((ptrdiff_t)meta_pages_through(r, r->partitions[open - 1].end_page));
+    tessi_footprint_meta_add(meta_pages_through(r, r->partitions[open - 1].end_page));
   }
   return r;
 }
@@ -222,8 +222,8 @@ static uint32_t region_open_next(tess_region_t *r, uint32_t open) {
   if (now == open && open < r->partition_count) {
     tess_partition_t *p = &r->partitions[open];
     partition_lay(r, p);
-    tessi_span_account(
-        (ptrdiff_t)(meta_pages_through(r, p->end_page) - meta_pages_through(r, p->first_page)));
+    tessi_footprint_meta_add(meta_pages_through(r, p->end_page) -
+                             meta_pages_through(r, p->first_page));
     if (r == tessi_primary) {
       atomic_store_explicit(&tessi_primary_size, (size_t)p->end_page << TESS_PAGE_SHIFT,
                             memory_order_release);

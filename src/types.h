@@ -157,6 +157,11 @@ typedef struct tess_partition_s {
   uint32_t end_page;
   uint32_t next_purge_ms;
   size_t free_pages;
+  /* the footprint's share (span.c), written under the lock and read
+   * without it: pages handed out (free_pages' other side), and pages
+   * counted in the global bound beyond those */
+  _Atomic(size_t) used_pages;
+  _Atomic(size_t) slack_pages;
   uint64_t nonempty[TESS_SPAN_BINS / 64]; /* bit b: bins[b] has spans */
   _Atomic(uint32_t) bins_used;            /* highest b with spans, + 1: a lock-free peek */
   tess_page_t *bins[TESS_SPAN_BINS];

@@ -51,6 +51,13 @@
  *                once answered it with a kept 1-page block)
  *   errors       tess_init_region's answers: EINVAL for a range too small
  *                or inverted, EBUSY once initialized
+ *   peak         the peak footprint is exact: one thread's blocks of whole
+ *                spans, each malloc a new peak, then most freed and
+ *                allocated again past the old peak (partitions then hold
+ *                prepaid pages: span.c), the peak meets the footprint page
+ *                for page; 8 threads allocating at once up to a barrier,
+ *                twice: the peak is the footprint measured there, and the
+ *                heap (the global bound among them) checks out
  *
  * Usage: test_fixed [scenario] [churn-calls]
  */
@@ -986,6 +993,103 @@ static void errors(void) {
   tess_free(p);
 }
 
+/* ------------------------------------------------------------------ peak */
+
+/* Longer than any span a heap keeps: each malloc and free of one is a
+ * span operation on a partition. */
+#define PEAK_BLOCK ((size_t)256 << 10)
+#define PEAK_THREADS 8
+#define PEAK_BLOCKS 16
+
+static void peak_read(size_t *footprint, size_t *peak) {
+  struct tess_stats s;
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  *footprint = (size_t)s.footprint;
+  *peak = (size_t)s.peak_footprint;
+}
+
+static pthread_barrier_t peak_barrier;
+static size_t peak_at_top[2]; /* footprint with every thread's blocks out, by round */
+
+static void *peak_thread(void *arg) {
+  int index = (int)(intptr_t)arg;
+  void *blocks[PEAK_BLOCKS];
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < PEAK_BLOCKS; i++) {
+      blocks[i] = tess_malloc(PEAK_BLOCK);
+      CHECK(blocks[i] != NULL, "thread %d: block %d of round %d", index, i, round);
+    }
+    pthread_barrier_wait(&peak_barrier); /* every block is out */
+    if (index == 0) {
+      size_t peak;
+      peak_read(&peak_at_top[round], &peak);
+    }
+    pthread_barrier_wait(&peak_barrier);
+    for (int i = 0; i < PEAK_BLOCKS; i++) tess_free(blocks[i]);
+    pthread_barrier_wait(&peak_barrier); /* every block is back */
+  }
+  tess_thread_cleanup();
+  return NULL;
+}
+
+static void peak(void) {
+  init_region(64 * MiB);
+  enum { COUNT = 48, KEEP = 8 };
+  void *blocks[COUNT];
+  size_t footprint, peak_now, top = 0;
+  for (int i = 0; i < COUNT; i++) {
+    blocks[i] = tess_malloc(PEAK_BLOCK);
+    REQUIRE(blocks[i] != NULL, "block %d", i);
+    peak_read(&footprint, &peak_now);
+    CHECK(peak_now == footprint, "block %d: peak %zu, footprint %zu", i, peak_now, footprint);
+    top = footprint;
+  }
+  for (int i = KEEP; i < COUNT; i++) tess_free(blocks[i]);
+  peak_read(&footprint, &peak_now);
+  CHECK(peak_now == top && footprint + (COUNT - KEEP) * PEAK_BLOCK <= top,
+        "after the frees: peak %zu (was %zu), footprint %zu", peak_now, top, footprint);
+  for (int i = KEEP; i < COUNT; i++) {
+    blocks[i] = tess_malloc(PEAK_BLOCK);
+    REQUIRE(blocks[i] != NULL, "block %d again", i);
+    peak_read(&footprint, &peak_now);
+    CHECK(peak_now == top, "block %d again: peak %zu, was %zu", i, peak_now, top);
+  }
+  void *more[KEEP];
+  for (int i = 0; i < KEEP; i++) {
+    more[i] = tess_malloc(PEAK_BLOCK);
+    REQUIRE(more[i] != NULL, "block %d beyond", i);
+    peak_read(&footprint, &peak_now);
+    CHECK(footprint > top, "block %d beyond: footprint %zu, old peak %zu", i, footprint, top);
+    CHECK(peak_now == footprint, "block %d beyond the old peak: peak %zu, footprint %zu", i,
+          peak_now, footprint);
+  }
+  for (int i = 0; i < COUNT; i++) tess_free(blocks[i]);
+  for (int i = 0; i < KEEP; i++) tess_free(more[i]);
+  tess_thread_cleanup();
+  CHECK_HEAP("one thread");
+  size_t single_peak;
+  peak_read(&footprint, &single_peak);
+
+  /* threads that reach the peak together (32 MiB of blocks, above the
+   * one thread's 12 MiB) */
+  REQUIRE(pthread_barrier_init(&peak_barrier, NULL, PEAK_THREADS) == 0, "barrier");
+  pthread_t threads[PEAK_THREADS];
+  for (int t = 0; t < PEAK_THREADS; t++) {
+    REQUIRE(pthread_create(&threads[t], NULL, peak_thread, (void *)(intptr_t)t) == 0, "thread");
+  }
+  for (int t = 0; t < PEAK_THREADS; t++) pthread_join(threads[t], NULL);
+  pthread_barrier_destroy(&peak_barrier);
+  size_t highest = peak_at_top[0] > peak_at_top[1] ? peak_at_top[0] : peak_at_top[1];
+  peak_read(&footprint, &peak_now);
+  printf("peak: one thread %zu KiB; %d threads %zu and %zu KiB at the top, peak %zu KiB\n",
+         single_peak >> 10, PEAK_THREADS, peak_at_top[0] >> 10, peak_at_top[1] >> 10,
+         peak_now >> 10);
+  CHECK(highest > single_peak, "the threads' top %zu is not above the first peak %zu", highest,
+        single_peak);
+  CHECK(peak_now == highest, "peak %zu, footprint with every block out %zu", peak_now, highest);
+  CHECK_HEAP("threads");
+}
+
 /* ---------------------------------------------------------------- driver */
 
 typedef struct scenario_s {
@@ -1000,6 +1104,7 @@ static const scenario_t scenarios[] = {
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
+    {"peak", peak},
 };
 
 int main(int argc, char **argv) {
