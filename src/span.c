@@ -185,8 +185,11 @@ static footprint_change_t partition_count(tess_partition_t *p) {
   change.bound = (ptrdiff_t)(want - prepaid);
   atomic_store_explicit(&p->used_pages, used, memory_order_release);
   /* what peak_raise reads: a growth's is ordered before its bound */
-  atomic_store_explicit(&p->slack_pages, want - used,
-                        change.grew ? memory_order_seq_cst : memory_order_release);
+  if (change.grew) {
+    atomic_store(&p->slack_pages, want - used);
+  } else {
+    atomic_store_explicit(&p->slack_pages, want - used, memory_order_release);
+  }
   return change;
 }
 
