@@ -156,6 +156,7 @@ static struct {
   int overlap; /* a: every ECALL waits for all at its midpoint */
   long workers, others;
   double duration;
+  long ecalls; /* b: per host thread, at most (0: no limit) */
   size_t pool_bytes;
   double sample_interval;
   long burst_min, burst_max;
@@ -213,6 +214,9 @@ static void usage(FILE *f) {
           "workload b (fragmentation soak):\n"
           "  --workers N --others N     host threads of each role (16, 4)\n"
           "  --duration S               seconds (60)\n"
+          "  --ecalls N                 each host thread stops after N ECALLs (the run\n"
+          "                             ends when all have, or at --duration): a fixed\n"
+          "                             amount of work, for instruction counts\n"
           "  --pool-bytes N[K|M|G]      cap of the long-lived pool, requested bytes (16M)\n"
           "  --sample-interval S        sampler period (0.5)\n"
           "  --burst-min N --burst-max N  mallocs per worker ECALL (200, 2000)\n"
@@ -286,6 +290,7 @@ static void parse_args(int argc, char **argv) {
     OPT_WORKERS,
     OPT_OTHERS,
     OPT_DURATION,
+    OPT_ECALLS,
     OPT_POOL,
     OPT_SAMPLE,
     OPT_BMIN,
@@ -315,6 +320,7 @@ static void parse_args(int argc, char **argv) {
       {"workers", required_argument, 0, OPT_WORKERS},
       {"others", required_argument, 0, OPT_OTHERS},
       {"duration", required_argument, 0, OPT_DURATION},
+      {"ecalls", required_argument, 0, OPT_ECALLS},
       {"pool-bytes", required_argument, 0, OPT_POOL},
       {"sample-interval", required_argument, 0, OPT_SAMPLE},
       {"burst-min", required_argument, 0, OPT_BMIN},
@@ -363,6 +369,7 @@ static void parse_args(int argc, char **argv) {
       case OPT_WORKERS: O.workers = parse_long(optarg, "--workers", 0); break;
       case OPT_OTHERS: O.others = parse_long(optarg, "--others", 0); break;
       case OPT_DURATION: O.duration = parse_double(optarg, "--duration"); break;
+      case OPT_ECALLS: O.ecalls = parse_long(optarg, "--ecalls", 1); break;
       case OPT_POOL: O.pool_bytes = parse_size(optarg, "--pool-bytes"); break;
       case OPT_SAMPLE: O.sample_interval = parse_double(optarg, "--sample-interval"); break;
       case OPT_BMIN: O.burst_min = parse_long(optarg, "--burst-min", 1); break;
@@ -616,6 +623,14 @@ static sem_t g_tcs;
 
 static _Atomic uint64_t g_violations, g_usable_errors, g_footprint_peak;
 static _Atomic int g_stop;
+static _Atomic size_t g_threads_done; /* b: host threads that ran their --ecalls */
+
+/* b: whether the host thread that ran *ran ECALLs has run its --ecalls. */
+static int ecalls_done(long *ran) {
+  if (O.ecalls == 0 || ++*ran < O.ecalls) return 0;
+  atomic_fetch_add(&g_threads_done, 1);
+  return 1;
+}
 static double g_t0;
 static _Atomic uint64_t g_first_null_ns; /* since g_t0, + 1; 0 = none yet */
 
@@ -921,8 +936,10 @@ static void *ecall_thread(void *arg) {
 static void *pooled_thread(void *arg) {
   slot_t *s = arg;
   gate_wait();
+  long ran = 0;
   do ecall(s, body_of(s));
-  while (s->role != ROLE_A && !atomic_load_explicit(&g_stop, memory_order_relaxed));
+  while (s->role != ROLE_A && !atomic_load_explicit(&g_stop, memory_order_relaxed) &&
+         !ecalls_done(&ran));
   tls_in_alloc = 1; /* what runs at thread exit now is the allocator's destructors */
   return NULL;
 }
@@ -932,10 +949,12 @@ static void *pooled_thread(void *arg) {
 static void *driver_thread(void *arg) {
   slot_t *s = arg;
   gate_wait();
+  long ran = 0;
   while (!atomic_load_explicit(&g_stop, memory_order_relaxed)) {
     pthread_t t;
     create_thread(&t, ecall_thread, s);
     pthread_join(t, NULL);
+    if (ecalls_done(&ran)) break;
   }
   return NULL;
 }
@@ -1159,6 +1178,8 @@ int main(int argc, char **argv) {
     gate_open();
     double end = t0 + O.duration;
     for (double left; (left = end - now_s()) > 0;) {
+      if (atomic_load(&g_threads_done) == g_nslots) break; /* --ecalls: all ran theirs */
+      if (O.ecalls != 0 && left > 0.01) left = 0.01;
       struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
       nanosleep(&ts, NULL);
     }
