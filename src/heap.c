@@ -637,11 +637,12 @@ static void orphans_release(tess_page_t *chain) {
 
 /* Frees left on the remote stacks of the oldest full orphans (their list
  * was busy when they were made): collected, and the orphans refiled, or
- * returned to their partition when that emptied them. A few at every
- * ORPHAN_TEND_EVERY-th take, so an orphan whose last frees all missed the
- * lock does not stay full. Tending at every take found something in 1 of
- * 2,000 (workload B, 2 CPUs: 12,800 collected in 26 M takes), and locked
- * the heap's own list for it alone in 6 % of them. */
+ * returned to their partition when that emptied them. A few at about one
+ * take in ORPHAN_TEND_EVERY (a take on the heap's every ORPHAN_TEND_EVERY-
+ * th slab slow path), so an orphan whose last frees all missed the lock
+ * does not stay full. Tending at every take found something in 1 of 2,000
+ * (workload B, 2 CPUs: 12,800 collected in 26 M takes), and locked the
+ * heap's own list for it alone in 6 % of them. */
 #ifndef ORPHAN_TEND_EVERY
 #define ORPHAN_TEND_EVERY 16
 #endif
