@@ -304,7 +304,17 @@ void tessi_slab_format(tess_page_t *d, unsigned cls, tess_heap_t *owner);
 void tessi_slab_collect_remote(tess_page_t *d);
 /* Makes d->free non-empty if the slab has any block left: collects local
  * and remote frees, carves fresh blocks. Returns whether d->free != NULL. */
-bool tessi_slab_refill(tess_region_t *r, tess_page_t *d);
+bool tessi_slab_refill_slow(tess_region_t *r, tess_page_t *d);
+static inline bool tessi_slab_refill(tess_region_t *r, tess_page_t *d) {
+  if (d->free != NULL) return true;
+  /* a slab with nothing freed and every block carved is full, and the
+   * slab slow path asks that first of each slab that ran dry */
+  if (d->local_free == NULL && atomic_load_explicit(&d->remote, memory_order_relaxed) == 0 &&
+      d->capacity == tessi_classes[d->size_class].slab_blocks) {
+    return false;
+  }
+  return tessi_slab_refill_slow(r, d);
+}
 /* Detaches a full slab: later remote frees notify the owner. False when a
  * remote free arrived meanwhile (then refill again). */
 bool tessi_slab_try_detach(tess_page_t *d);

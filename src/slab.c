@@ -75,7 +75,7 @@ void tessi_slab_collect_remote(tess_page_t *d) {
   }
 }
 
-bool tessi_slab_refill(tess_region_t *r, tess_page_t *d) {
+bool tessi_slab_refill_slow(tess_region_t *r, tess_page_t *d) {
   if (d->free != NULL) return true;
   /* local frees move over only once free is empty: no walk */
   d->free = d->local_free;
