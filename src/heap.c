@@ -571,9 +571,9 @@ static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
     tessi_unlock(&list->lock);
     return false;
   }
-  /* it goes to the front of its bucket (takers take the first); its
-   * counts change only when the block moves it to another bucket (a
-   * free changes its count by one; a bucket spans a quarter of the slab) */
+  /* it goes to the front of its bucket (takers take the first), maybe
+   * another one (a bucket spans a quarter of the slab); the list's counts
+   * change only when it empties or leaves the full list */
   tess_bin_t *was = orphan_bin_locked(list, d);
   tessi_slab_collect_remote(d); /* frees that raced with the orphaning */
   if (d->state <= 0) {
@@ -585,12 +585,17 @@ static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
   b->next = d->local_free;
   d->local_free = b;
   bool empty = --d->state == 0;
-  if (empty || orphan_bin_locked(list, d) != was) {
+  if (empty) {
     orphan_unfile_from(list, d, was);
-    if (!empty) orphan_file_locked(list, d);
-  } else if (was->first != d) {
-    tessi_list_unlink(was, d);
-    tessi_list_push(was, d);
+  } else {
+    tess_bin_t *now = orphan_bin_locked(list, d); /* (never the full list) */
+    if (now != was || was->first != d) {
+      tessi_list_unlink(was, d);
+      tessi_list_push(now, d);
+      if (was == &list->full) {
+        atomic_store_explicit(&list->with_room, list->with_room + 1, memory_order_relaxed);
+      }
+    }
   }
   tessi_unlock(&list->lock);
   if (empty) {
