@@ -300,8 +300,13 @@ extern tess_page_t tessi_page_empty; /* sentinel: a slab with nothing free */
 
 void tessi_slab_format(tess_page_t *d, unsigned cls, tess_heap_t *owner);
 /* Moves other threads' frees onto d->free, counting them back in (the
- * owner's frees are counted at once; they wait on local_free). */
-void tessi_slab_collect_remote(tess_page_t *d);
+ * owner's frees are counted at once; they wait on local_free). Inline
+ * the look, which mostly finds none (every free into an orphan asks). */
+void tessi_slab_collect_remote_slow(tess_page_t *d);
+static inline void tessi_slab_collect_remote(tess_page_t *d) {
+  if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0)
+    tessi_slab_collect_remote_slow(d);
+}
 /* Makes d->free non-empty if the slab has any block left: collects local
  * and remote frees, carves fresh blocks. Returns whether d->free != NULL. */
 bool tessi_slab_refill_slow(tess_region_t *r, tess_page_t *d);
@@ -317,7 +322,16 @@ static inline bool tessi_slab_refill(tess_region_t *r, tess_page_t *d) {
 }
 /* Detaches a full slab: later remote frees notify the owner. False when a
  * remote free arrived meanwhile (then refill again). */
-bool tessi_slab_try_detach(tess_page_t *d);
+static inline bool tessi_slab_try_detach(tess_page_t *d) {
+  uintptr_t expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&d->remote, &expected, TESS_REMOTE_NOTIFY,
+                                               memory_order_acq_rel, memory_order_acquire) &&
+      expected != TESS_REMOTE_NOTIFY) {
+    return false; /* a remote free came in: there is something to collect */
+  }
+  d->state |= TESS_STATE_DETACHED;
+  return true;
+}
 
 /* ----------------------------------------------------------------- heaps */
 extern __thread tess_heap_t *tessi_tls_heap;

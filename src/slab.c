@@ -62,16 +62,14 @@ static uint32_t prepend_chain(tess_page_t *d, tess_block_t *first) {
   return count;
 }
 
-void tessi_slab_collect_remote(tess_page_t *d) {
-  if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
-    uintptr_t remote = atomic_exchange_explicit(&d->remote, 0, memory_order_acquire);
-    tess_block_t *list = (tess_block_t *)(remote & ~TESS_REMOTE_NOTIFY);
-    /* remote frees were counted out until now */
-    if (list != NULL) {
-      uint32_t count = prepend_chain(d, list);
-      d->state = (int16_t)(d->state - (int16_t)count);
-      TESS_STAT_MINE(pending_out[d->size_class], count);
-    }
+void tessi_slab_collect_remote_slow(tess_page_t *d) {
+  uintptr_t remote = atomic_exchange_explicit(&d->remote, 0, memory_order_acquire);
+  tess_block_t *list = (tess_block_t *)(remote & ~TESS_REMOTE_NOTIFY);
+  /* remote frees were counted out until now */
+  if (list != NULL) {
+    uint32_t count = prepend_chain(d, list);
+    d->state = (int16_t)(d->state - (int16_t)count);
+    TESS_STAT_MINE(pending_out[d->size_class], count);
   }
 }
 
@@ -84,15 +82,4 @@ bool tessi_slab_refill_slow(tess_region_t *r, tess_page_t *d) {
   /* reuse what was freed before touching fresh memory */
   if (d->free == NULL) slab_extend(r, d);
   return d->free != NULL;
-}
-
-bool tessi_slab_try_detach(tess_page_t *d) {
-  uintptr_t expected = 0;
-  if (!atomic_compare_exchange_strong_explicit(&d->remote, &expected, TESS_REMOTE_NOTIFY,
-                                               memory_order_acq_rel, memory_order_acquire) &&
-      expected != TESS_REMOTE_NOTIFY) {
-    return false; /* a remote free came in: there is something to collect */
-  }
-  d->state |= TESS_STATE_DETACHED;
-  return true;
 }
