@@ -1,23 +1,28 @@
 #!/bin/bash
-# For the next session with a 16-CPU device: the footprint count of the
-# eleventh session (span.c: per-partition counts, a global bound written
-# once per several span operations) against the single atomic count it
-# replaced. Not run yet: this session had no device.
-#
+# For the next session with a 16-CPU device: the eleventh session's
+# changes on 16 CPUs, where they were meant to tell. Not run yet: that
+# session had no device. Builds:
+#   libtess_head   60bec84, before the session
+#   libtess_count  4ec1696, the footprint count alone (span.c: a global
+#                  bound written once per several span operations)
+#   libtess_new    c02800d or later: with orphan tending at one take in 16
+#                  and the slab slow path's cuts
 # The kit (build-dev/ is ignored by git; pass it in `carry`):
-#   git worktree add /tmp/head 60bec84 && cmake -S /tmp/head -B /tmp/head/build \
-#     -DCMAKE_BUILD_TYPE=Release && cmake --build /tmp/head/build --target fixed_tessalloc
-#   mkdir -p build-dev && cp /tmp/head/build/bench/enclave/libfixed_tessalloc.so build-dev/libtess_head.so
+#   for c in 60bec84:head 4ec1696:count; do git worktree add /tmp/${c#*:} ${c%:*}
+#     cmake -S /tmp/${c#*:} -B /tmp/${c#*:}/build -DCMAKE_BUILD_TYPE=Release
+#     cmake --build /tmp/${c#*:}/build --target fixed_tessalloc
+#     mkdir -p build-dev; cp /tmp/${c#*:}/build/bench/enclave/libfixed_tessalloc.so \
+#       build-dev/libtess_${c#*:}.so; done
 #   cmake --build build --target fixed_tessalloc enclave_bench
 #   cp build/bench/enclave/libfixed_tessalloc.so build-dev/libtess_new.so
 #   cp build/bench/enclave/enclave_bench build-dev/
-#   cp build/enclave-peers/libfixed_snmalloc.so build-dev/   (scripts/fetch_fixed_peers.sh build)
+#   scripts/fetch_fixed_peers.sh build; cp build/enclave-peers/libfixed_snmalloc.so build-dev/
 # Run: bash docs/results/enclave-16cpu/experiments/2026-11-26b/dev-next.sh
-#   (about 6 minutes; everything lands in one tarball, as the device
+#   (1m46s on the 2-core machine; everything lands in one tarball, as the device
 #   returns only a few files per call)
 set -u
 K=build-dev; B=$K/enclave_bench
-V="libtess_head libtess_new libfixed_snmalloc"
+V="libtess_head libtess_count libtess_new libfixed_snmalloc"
 field() { tr ' ' '\n' | grep -E "^($1)=" | tr '\n' ' '; }
 mkdir -p $OUT/r
 nproc > $OUT/r/machine.txt; lscpu >> $OUT/r/machine.txt 2>/dev/null
