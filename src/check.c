@@ -304,7 +304,7 @@ const char *tess_heap_check(void) {
   check_borrowers(&w);
   if (w.error == NULL && !tessi_footprint_consistent()) {
     w.error =
-        "footprint: the bound is not the partitions' prepaid pages, or the peak is below "
+        "footprint: the bound is not the partitions' pages and slack, or the peak is below "
         "the footprint";
   }
   if (w.error == NULL) tessi_stats_merge(&s);
