@@ -605,6 +605,10 @@ static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
   return true;
 }
 
+tess_lock_t *tessi_orphan_list_lock(unsigned cls, unsigned shard) {
+  return &orphans[cls][shard % ORPHAN_SHARDS].lock;
+}
+
 /* Takes the fullest orphan with room of a locked list, or NULL. */
 static tess_page_t *orphan_pick_locked(orphan_list_t *list) {
   for (unsigned b = ORPHAN_BUCKETS; b-- > 0;) {

@@ -343,6 +343,9 @@ extern char tessi_orphan_marks[TESS_ORPHAN_SHARDS];
 static inline bool tessi_is_orphan_owner(const tess_heap_t *owner) {
   return (uintptr_t)owner - (uintptr_t)tessi_orphan_marks < TESS_ORPHAN_SHARDS;
 }
+/* The lock of orphan list `shard` of class cls: tests hold it, so that
+ * frees into its orphans miss it (test_fixed's "tend"). */
+tess_lock_t *tessi_orphan_list_lock(unsigned cls, unsigned shard);
 /* The heap that owns a slab, or NULL (an orphan, or a free span). */
 static inline tess_heap_t *tessi_owner_heap(const tess_page_t *d) {
   tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);

@@ -51,6 +51,11 @@
  *                once answered it with a kept 1-page block)
  *   errors       tess_init_region's answers: EINVAL for a range too small
  *                or inverted, EBUSY once initialized
+ *   tend         frees that miss an orphan list's lock (the test holds it)
+ *                wait on their orphans' remote stacks; the full orphans
+ *                among them are collected by the tending of later takes
+ *                of their class, and go back to their partition: the
+ *                footprint returns to where it was
  *   peak         the peak footprint is exact: one thread's blocks of whole
  *                spans, each malloc a new peak, then most freed and
  *                allocated again past the old peak (partitions then hold
@@ -993,6 +998,40 @@ static void errors(void) {
   tess_free(p);
 }
 
+/* ------------------------------------------------------------------ tend */
+
+static void tend(void) {
+  init_region(64 * MiB);
+  enum { SIZE = 64, PER_SLAB = 4096 / SIZE, HELD = 4 * PER_SLAB + 10, MORE = 32 * PER_SLAB };
+  unsigned cls = tessi_class_of(SIZE);
+  REQUIRE(tessi_classes[cls].slab_pages == 1 && tessi_classes[cls].slab_blocks == PER_SLAB,
+          "64-byte blocks in slabs of a page");
+  tess_free(tess_malloc(1000)); /* the heap exists */
+  tess_thread_cleanup();
+  size_t before = footprint_now();
+  /* four full slabs and a partial one of the class, orphaned by the
+   * call's end, then every block freed while their lists are held */
+  static void *held[HELD], *more[MORE];
+  for (int i = 0; i < HELD; i++) REQUIRE((held[i] = tess_malloc(SIZE)) != NULL, "block %d", i);
+  tess_thread_cleanup();
+  for (unsigned k = 0; k < TESS_ORPHAN_SHARDS; k++) tessi_lock(tessi_orphan_list_lock(cls, k));
+  for (int i = 0; i < HELD; i++) tess_free(held[i]);
+  for (unsigned k = 0; k < TESS_ORPHAN_SHARDS; k++) tessi_unlock(tessi_orphan_list_lock(cls, k));
+  size_t pending = footprint_now();
+  CHECK(pending >= before + 5 * 4096, "footprint %zu with the frees pending, %zu before", pending,
+        before);
+  /* a call of the same class: 32 slab slow paths, each taking an orphan
+   * or tending its list */
+  for (int i = 0; i < MORE; i++) REQUIRE((more[i] = tess_malloc(SIZE)) != NULL, "more %d", i);
+  for (int i = 0; i < MORE; i++) tess_free(more[i]);
+  tess_thread_cleanup();
+  size_t after = footprint_now();
+  printf("tend: footprint %zu KiB, %zu with frees pending, %zu after a call of the class\n",
+         before >> 10, pending >> 10, after >> 10);
+  CHECK(after <= before, "footprint %zu after the call, %zu before: full orphans kept their frees",
+        after, before);
+}
+
 /* ------------------------------------------------------------------ peak */
 
 /* Longer than any span a heap keeps: each malloc and free of one is a
@@ -1104,7 +1143,7 @@ static const scenario_t scenarios[] = {
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
-    {"peak", peak},
+    {"tend", tend},             {"peak", peak},
 };
 
 int main(int argc, char **argv) {
