@@ -111,8 +111,9 @@ static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) >
  * rises to the bound less the slack that partitions still hold, which is
  * none once each has run near the peak.
  * The bound is written after the partition's lock is released (as the one
- * count was), so that its line's traffic does not lengthen the lock's
- * hold. A growth stores its slack under the lock, then adds to the bound,
+ * count was), and whether it is near the peak is what the partition's
+ * last look at it found, so that its line's traffic does not lengthen the
+ * lock's hold. A growth stores its slack under the lock, then adds to the bound,
  * or loads it, sequentially consistent, and peak_raise loads the slacks
  * after the bound: of two growths at once the later finds the other's
  * pages, so a peak they reach together is seen.
@@ -148,9 +149,8 @@ static size_t partitions_sum(bool slack) {
   return pages;
 }
 
-static inline bool near_peak(void) {
-  return atomic_load_explicit(&bound_pages, memory_order_relaxed) +
-             atomic_load_explicit(&near_pages, memory_order_relaxed) >
+static inline bool near_peak(size_t bound) {
+  return bound + atomic_load_explicit(&near_pages, memory_order_relaxed) >
          atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed);
 }
 
@@ -174,7 +174,10 @@ static footprint_change_t partition_count(tess_partition_t *p) {
   size_t prepaid = was + atomic_load_explicit(&p->slack_pages, memory_order_relaxed);
   if (used == was) return change;
   size_t want = prepaid;
-  if (near_peak()) {
+  /* as the partition's last look at the bound found it: the bound's line
+   * is written by every span operation near the peak, and a miss on it
+   * here would hold the lock longer */
+  if (atomic_load_explicit(&p->near_peak, memory_order_relaxed)) {
     want = used;
   } else if (used > prepaid) {
     want = used + FOOTPRINT_SLACK;
@@ -193,8 +196,9 @@ static footprint_change_t partition_count(tess_partition_t *p) {
   return change;
 }
 
-/* The bound takes the change; p's lock is released. */
-static void footprint_apply(footprint_change_t change) {
+/* The bound takes the change of partition p (NULL: of several, or of the
+ * meta pages); p's lock is released. */
+static void footprint_apply(footprint_change_t change, tess_partition_t *p) {
   size_t bound;
   if (change.bound != 0) {
     bound = atomic_fetch_add(&bound_pages, (size_t)change.bound) + (size_t)change.bound;
@@ -203,6 +207,7 @@ static void footprint_apply(footprint_change_t change) {
   } else {
     return;
   }
+  if (p != NULL) atomic_store_explicit(&p->near_peak, near_peak(bound), memory_order_relaxed);
   if (change.grew && bound > atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed)) {
     peak_raise(bound);
   }
@@ -210,7 +215,7 @@ static void footprint_apply(footprint_change_t change) {
 
 void tessi_footprint_meta_add(size_t pages) {
   atomic_fetch_add(&meta_pages, pages);
-  footprint_apply((footprint_change_t){(ptrdiff_t)pages, true});
+  footprint_apply((footprint_change_t){(ptrdiff_t)pages, true}, NULL);
 }
 
 bool tessi_footprint_consistent(void) {
@@ -339,7 +344,7 @@ static void deferred_drain_locked(tess_partition_t *p) {
     head = next;
   }
   /* (a fall, told to the bound under the lock: drains are few) */
-  footprint_apply(partition_count(p));
+  footprint_apply(partition_count(p), p);
 }
 
 /* fork: a deferral under way when fork() copies the process would leave
@@ -480,7 +485,7 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
   p->free_pages -= pages;
   footprint_change_t change = partition_count(p);
   tessi_unlock(&p->lock);
-  footprint_apply(change);
+  footprint_apply(change, p);
   *is_zero = (flags & TESS_SPAN_ZERO) != 0;
   return head + lead;
 }
@@ -580,7 +585,7 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
     change.grew |= one.grew;
   }
   tessi_partitions_unlock(r);
-  footprint_apply(change);
+  footprint_apply(change, NULL);
   *is_zero = (flags & TESS_SPAN_ZERO) != 0;
   return found + lead;
 }
@@ -605,7 +610,7 @@ bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_
   }
   footprint_change_t change = ok ? partition_count(p) : (footprint_change_t){0, false};
   tessi_unlock(&p->lock);
-  footprint_apply(change);
+  footprint_apply(change, p);
   return ok;
 }
 
@@ -685,7 +690,7 @@ void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages) {
   }
   footprint_change_t change = span_free_locked(p, head, pages);
   tessi_unlock(&p->lock);
-  footprint_apply(change);
+  footprint_apply(change, p);
 }
 
 void tessi_purge_scheduled(uint32_t due) {
