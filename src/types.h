@@ -164,7 +164,7 @@ typedef struct tess_partition_s {
   _Atomic(size_t) slack_pages;
   uint64_t nonempty[TESS_SPAN_BINS / 64]; /* bit b: bins[b] has spans */
   _Atomic(uint32_t) bins_used;            /* highest b with spans, + 1: a lock-free peek */
-  _Atomic(bool) near_peak; /* span.c: the bound was near the peak at its last look */
+  _Atomic(bool) near_peak;                /* span.c: the bound was near the peak at its last look */
   tess_page_t *bins[TESS_SPAN_BINS];
   /* fixed regions: spans freed while the lock was busy, and frees pushing
    * one now (span.c) */
