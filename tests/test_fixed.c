@@ -1002,28 +1002,39 @@ static void errors(void) {
 
 static void tend(void) {
   init_region(64 * MiB);
-  enum { SIZE = 64, PER_SLAB = 4096 / SIZE, HELD = 4 * PER_SLAB + 10, MORE = 32 * PER_SLAB };
-  unsigned cls = tessi_class_of(SIZE);
-  REQUIRE(tessi_classes[cls].slab_pages == 1 && tessi_classes[cls].slab_blocks == PER_SLAB,
-          "64-byte blocks in slabs of a page");
-  tess_free(tess_malloc(1000)); /* the heap exists */
+  enum { SIZE = 64, MOST = 4096 / SIZE }; /* blocks per slab (fewer with a size tag) */
+  static void *held[4 * MOST + 10], *more[32 * MOST];
+  /* the class the blocks get (a TESS_STATS_REQUESTED build adds a tag) */
+  void *probe = tess_malloc(SIZE);
+  REQUIRE(probe != NULL, "a first block");
+  tess_region_t *r = tessi_region_of((uintptr_t)probe);
+  unsigned cls =
+      tessi_page_head(&r->pages[((uintptr_t)probe - r->base) >> TESS_PAGE_SHIFT])->size_class;
+  int per_slab = (int)tessi_classes[cls].slab_blocks, held_count = 4 * per_slab + 10,
+      more_count = 32 * per_slab;
+  REQUIRE(tessi_classes[cls].slab_pages == 1 && per_slab <= MOST, "%d-byte blocks in a page",
+          (int)tessi_classes[cls].block_size);
+  tess_free(probe); /* the heap exists */
   tess_thread_cleanup();
   size_t before = footprint_now();
   /* four full slabs and a partial one of the class, orphaned by the
    * call's end, then every block freed while their lists are held */
-  static void *held[HELD], *more[MORE];
-  for (int i = 0; i < HELD; i++) REQUIRE((held[i] = tess_malloc(SIZE)) != NULL, "block %d", i);
+  for (int i = 0; i < held_count; i++) {
+    REQUIRE((held[i] = tess_malloc(SIZE)) != NULL, "block %d", i);
+  }
   tess_thread_cleanup();
   for (unsigned k = 0; k < TESS_ORPHAN_SHARDS; k++) tessi_lock(tessi_orphan_list_lock(cls, k));
-  for (int i = 0; i < HELD; i++) tess_free(held[i]);
+  for (int i = 0; i < held_count; i++) tess_free(held[i]);
   for (unsigned k = 0; k < TESS_ORPHAN_SHARDS; k++) tessi_unlock(tessi_orphan_list_lock(cls, k));
   size_t pending = footprint_now();
   CHECK(pending >= before + 5 * 4096, "footprint %zu with the frees pending, %zu before", pending,
         before);
   /* a call of the same class: 32 slab slow paths, each taking an orphan
    * or tending its list */
-  for (int i = 0; i < MORE; i++) REQUIRE((more[i] = tess_malloc(SIZE)) != NULL, "more %d", i);
-  for (int i = 0; i < MORE; i++) tess_free(more[i]);
+  for (int i = 0; i < more_count; i++) {
+    REQUIRE((more[i] = tess_malloc(SIZE)) != NULL, "more %d", i);
+  }
+  for (int i = 0; i < more_count; i++) tess_free(more[i]);
   tess_thread_cleanup();
   size_t after = footprint_now();
   printf("tend: footprint %zu KiB, %zu with frees pending, %zu after a call of the class\n",
