@@ -12,6 +12,7 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_enclave as re_mod  # noqa: E402  (beside this file)
@@ -27,6 +28,20 @@ def a_run(name: str, threads: int, ms: float, nulls: int = 0,
         os_mmap_bytes_init=0, os_mmap_bytes_after_init=0,
         footprint_peak=footprint, footprint_end=1 << 20,
         touched_bytes=1 << 20, status="ok", overlap=overlap)
+
+
+def b_run(name: str, peak_footprint: int,
+          mean_ratio: Optional[float] = None) -> re_mod.BRun:
+    return re_mod.BRun(
+        allocator=name, host="pooled", repetition=1, duration_s=1.0,
+        ecalls=100, worker_ecalls=80, ecalls_per_s=100.0, mallocs=1,
+        nulls=0, first_null_s=-1.0, violations=0,
+        peak_live_bytes=1000, peak_footprint_bytes=peak_footprint,
+        peak_touched_bytes=1500, footprint_end=0, os_calls_load=0,
+        os_calls_init=0, os_calls_after_init=0,
+        os_calls_after_init_outside=0, os_mmap_bytes_load=0,
+        os_mmap_bytes_init=0, os_mmap_bytes_after_init=0, samples=2,
+        series_csv="", status="ok", mean_footprint_ratio=mean_ratio)
 
 
 class ParseTest(unittest.TestCase):
@@ -119,17 +134,6 @@ class TableTest(unittest.TestCase):
         self.assertIn(re_mod.verdict(True), plain[0])
 
     def test_b_footprint_just_past_the_target_prints_past_it(self) -> None:
-        def b_run(name: str, peak_footprint: int) -> re_mod.BRun:
-            return re_mod.BRun(
-                allocator=name, host="pooled", repetition=1, duration_s=1.0,
-                ecalls=100, worker_ecalls=80, ecalls_per_s=100.0, mallocs=1,
-                nulls=0, first_null_s=-1.0, violations=0,
-                peak_live_bytes=1000, peak_footprint_bytes=peak_footprint,
-                peak_touched_bytes=1500, footprint_end=0, os_calls_load=0,
-                os_calls_init=0, os_calls_after_init=0,
-                os_calls_after_init_outside=0, os_mmap_bytes_load=0,
-                os_mmap_bytes_init=0, os_mmap_bytes_after_init=0, samples=2,
-                series_csv="", status="ok")
         rows = re_mod.b_targets([b_run("tessalloc", 1203)], ["pooled"])
         judged = [r for r in rows if "peak footprint <=" in r]
         self.assertEqual(len(judged), 1)
@@ -139,6 +143,31 @@ class TableTest(unittest.TestCase):
         judged = [r for r in rows if "peak footprint <=" in r]
         self.assertIn("| 1.200 |", judged[0])
         self.assertIn(re_mod.verdict(True), judged[0])
+
+    def test_b_footprint_over_time_is_recorded_beside_the_peaks(self) -> None:
+        # the start-up samples and the last (after the teardown) are left
+        # out: 2 samples of 300 and 330 bytes of footprint for 200 and 300
+        # live make 630 / 500
+        series = {"t_s": [0, 0.5, 1, 1.5, 2],
+                  "live_bytes": [0, 100, 200, 300, 50],
+                  "footprint_bytes": [4096, 9999, 300, 330, 8000]}
+        self.assertAlmostEqual(re_mod.mean_footprint_ratio(series), 1.26)
+        unknown = dict(series, footprint_bytes=[-1, -1, -1, -1, -1])
+        self.assertIsNone(re_mod.mean_footprint_ratio(unknown))
+        self.assertIsNone(re_mod.mean_footprint_ratio(
+            {"live_bytes": [0, 1, 2], "footprint_bytes": [1, 2, 3]}))
+        # recorded for every allocator, tessalloc first; the judged peak
+        # ratio is unchanged by it
+        rows = re_mod.b_targets([b_run("dlmalloc", 1100, 1.301),
+                                 b_run("tessalloc", 1267, 1.2724),
+                                 b_run("mimalloc3", -1)], ["pooled"])
+        over = [r for r in rows if "over time" in r]
+        self.assertEqual(over, ["| pooled | footprint ÷ live over time "
+                                "(recorded, not a target) | tessalloc 1.272, "
+                                "dlmalloc 1.301 | n/a |"])
+        judged = [r for r in rows if "peak footprint <=" in r]
+        self.assertIn("| 1.267 |", judged[0])
+        self.assertIn(re_mod.verdict(False), judged[0])
 
 
 if __name__ == "__main__":
