@@ -83,7 +83,7 @@ TESS_API void tess_thread_cleanup(void);
  * not taken at one instant); read with the program quiescent, they add up
  * exactly. See docs/mechanisms/stats.md. */
 
-#define TESS_STATS_VERSION 1
+#define TESS_STATS_VERSION 2
 #define TESS_STATS_MAX_CLASSES 64
 
 struct tess_class_stats {
@@ -122,6 +122,18 @@ struct tess_stats {
                                     built with TESS_STATS_REQUESTED */
   struct tess_span_stats large, huge;
   struct tess_class_stats classes[TESS_STATS_MAX_CLASSES];
+  /* Version 2. The bytes of the slabs (slab_bytes) not in live blocks:
+   * free, by who holds the slab (a heap, as the current slab of its
+   * class; a heap, otherwise; no heap: fixed mode's orphans, which every
+   * heap takes from), and freed by other threads, waiting on a list for
+   * the slab's holder to collect them. Quiescent, the four add up to
+   * slab_bytes less the classes' live_bytes. */
+  uint64_t slab_free_current;
+  uint64_t slab_free_held;
+  uint64_t slab_free_orphaned;
+  uint64_t slab_free_pending;
+  uint64_t empty_slab_bytes; /* empty slabs heaps keep for reuse (not in slab_bytes) */
+  uint64_t orphaned_slabs[TESS_STATS_MAX_CLASSES]; /* slabs of each class no heap holds */
 };
 
 /* Fills *out (struct_size = sizeof *out as the caller was compiled; an

@@ -229,8 +229,8 @@ static void walk_region(walk_t *w, tess_region_t *r) {
 #if defined(__SANITIZE_THREAD__)
 __attribute__((no_sanitize("thread")))
 #endif
-void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES], bool lock) {
-  memset(out, 0, TESS_CLASSES * sizeof out[0]);
+void tessi_slab_census(tess_slab_census_t *census, bool lock) {
+  memset(census, 0, sizeof *census);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     if (lock) {
       tessi_partitions_lock(r);
@@ -244,14 +244,26 @@ void tessi_slab_blocks_out(uint64_t out[TESS_CLASSES], bool lock) {
       if (kind == TESS_PAGE_SLAB) {
         unsigned cls = RACY_LOAD(d->size_class);
         if (cls < TESS_CLASSES) {
+          const tess_class_info_t *info = &tessi_classes[cls];
           int32_t n = RACY_LOAD(d->state) & TESS_STATE_COUNT;
           tess_heap_t *owner = *(tess_heap_t *const volatile *)&d->owner; /* not _Atomic */
-          if (owner != NULL && !tessi_is_orphan_owner(owner) &&
-              RACY_LOAD(owner->current[cls]) == d) {
+          unsigned holder = TESS_HOLDER_HEAP;
+          if (owner != NULL && tessi_is_orphan_owner(owner)) {
+            holder = TESS_HOLDER_ORPHANS;
+            census->orphaned[cls]++;
+          } else if (owner != NULL && RACY_LOAD(owner->current[cls]) == d) {
+            holder = TESS_HOLDER_CURRENT;
             n--;
           }
-          if (n > 0) out[cls] += (uint64_t)n;
-          pages = tessi_classes[cls].slab_pages;
+          pages = info->slab_pages;
+          size_t bytes = pages << TESS_PAGE_SHIFT;
+          if (n <= 0 && RACY_LOAD(d->capacity) == 0 && holder == TESS_HOLDER_HEAP) {
+            census->empty_bytes += bytes; /* in a heap's cache: no class (heap.c) */
+          } else {
+            uint64_t out = n > 0 ? TESS_MIN((uint64_t)n, (uint64_t)info->slab_blocks) : 0;
+            census->out[cls] += out;
+            census->free_bytes[holder] += bytes - out * info->block_size;
+          }
         }
       } else if (kind == TESS_PAGE_FREE || kind == TESS_PAGE_LARGE || kind == TESS_PAGE_META ||
                  kind == TESS_PAGE_BUSY) {

@@ -33,7 +33,7 @@ static uint64_t difference(uint64_t in, uint64_t out) { return in > out ? in - o
 typedef struct totals_s {
   uint64_t allocs[TESS_CLASSES], made[TESS_CLASSES], done[TESS_CLASSES];
   uint64_t pending_in[TESS_CLASSES], pending_out[TESS_CLASSES];
-  uint64_t out[TESS_CLASSES]; /* blocks the slab states count out */
+  tess_slab_census_t census; /* what the slab states count */
   uint64_t span[8];           /* large_allocs .. huge_bytes_out, in struct order */
   uint64_t requested_in, requested_out;
   uint64_t heaps;
@@ -93,10 +93,10 @@ static void merge_counters_locked(struct tess_stats *s) {
     add_borrowing(&t, h);
     t.heaps++;
   }
-  tessi_slab_blocks_out(t.out, is_read);
+  tessi_slab_census(&t.census, is_read);
   s->class_count = TESS_CLASSES;
   s->fixed = tessi_primary->is_fixed;
-  s->live_bytes = s->slab_bytes = s->allocs = s->frees = 0;
+  s->live_bytes = s->slab_bytes = s->allocs = s->frees = s->slab_free_pending = 0;
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
     struct tess_class_stats *cs = &s->classes[c];
     const tess_class_info_t *info = &tessi_classes[c];
@@ -105,7 +105,8 @@ static void merge_counters_locked(struct tess_stats *s) {
     cs->allocs = t.allocs[c];
     /* live: what the slabs count out, less what waits on remote lists */
     uint64_t pending = difference(t.pending_in[c], t.pending_out[c]);
-    cs->live_blocks = TESS_MIN(difference(t.out[c], pending), t.allocs[c]);
+    cs->live_blocks = TESS_MIN(difference(t.census.out[c], pending), t.allocs[c]);
+    s->slab_free_pending += (t.census.out[c] - cs->live_blocks) * info->block_size;
     cs->frees = t.allocs[c] - cs->live_blocks;
     cs->live_bytes = cs->live_blocks * info->block_size;
     cs->slabs = difference(t.made[c], t.done[c]);
@@ -116,7 +117,12 @@ static void merge_counters_locked(struct tess_stats *s) {
     s->frees += cs->frees;
     s->live_bytes += cs->live_bytes;
     s->slab_bytes += cs->slab_bytes;
+    s->orphaned_slabs[c] = t.census.orphaned[c];
   }
+  s->slab_free_current = t.census.free_bytes[TESS_HOLDER_CURRENT];
+  s->slab_free_held = t.census.free_bytes[TESS_HOLDER_HEAP];
+  s->slab_free_orphaned = t.census.free_bytes[TESS_HOLDER_ORPHANS];
+  s->empty_slab_bytes = t.census.empty_bytes;
   fill_span(&s->large, &t.span[0]);
   fill_span(&s->huge, &t.span[4]);
   s->allocs += s->large.allocs + s->huge.allocs;
@@ -259,6 +265,13 @@ size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int6
   uint64_t slab_live = 0;
   for (unsigned c = 0; c < s->class_count; c++) slab_live += s->classes[c].live_bytes;
   put_fragmentation(&w, slab_live, s->slab_bytes);
+  put(&w, ",\"slab_free\":{\"current\":");
+  put_u64(&w, s->slab_free_current);
+  field(&w, "held", s->slab_free_held);
+  field(&w, "orphaned", s->slab_free_orphaned);
+  field(&w, "pending", s->slab_free_pending);
+  put(&w, "}");
+  field(&w, "empty_slab_bytes", s->empty_slab_bytes);
   put_span(&w, "large", &s->large);
   put_span(&w, "huge", &s->huge);
   put(&w, ",\"classes\":[");
@@ -277,6 +290,7 @@ size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int6
     field(&w, "live_bytes", cs->live_bytes);
     field(&w, "slabs", cs->slabs);
     field(&w, "slab_bytes", cs->slab_bytes);
+    field(&w, "orphaned_slabs", s->orphaned_slabs[c]);
     field(&w, "peak_live_bytes", cs->peak_live_bytes);
     put_fragmentation(&w, cs->live_bytes, cs->slab_bytes);
     put(&w, "}");

@@ -1043,6 +1043,71 @@ static void tend(void) {
         after, before);
 }
 
+/* ---------------------------------------------------------------- census */
+
+/* Slab bytes not in live blocks, as the census splits them by holder;
+ * with nothing in flight they are exactly slab_bytes less the live bytes. */
+static uint64_t census_free(const struct tess_stats *s, const char *when) {
+  uint64_t live = 0;
+  for (unsigned c = 0; c < s->class_count; c++) live += s->classes[c].live_bytes;
+  uint64_t free =
+      s->slab_free_current + s->slab_free_held + s->slab_free_orphaned + s->slab_free_pending;
+  CHECK(free == s->slab_bytes - live, "%s: %llu + %llu + %llu + %llu free, slabs %llu, live %llu",
+        when, (unsigned long long)s->slab_free_current, (unsigned long long)s->slab_free_held,
+        (unsigned long long)s->slab_free_orphaned, (unsigned long long)s->slab_free_pending,
+        (unsigned long long)s->slab_bytes, (unsigned long long)live);
+  return free;
+}
+
+/* Slabs with holes, held by the call's heap, then orphaned by its end,
+ * then emptied by frees from a thread without a heap. */
+static void census(void) {
+  init_region(16 * MiB);
+  enum { SIZE = 320, MOST = 4096 / SIZE };
+  static void *held[8 * MOST + 3];
+  void *probe = tess_malloc(SIZE);
+  REQUIRE(probe != NULL, "a first block");
+  tess_region_t *r = tessi_region_of((uintptr_t)probe);
+  unsigned cls =
+      tessi_page_head(&r->pages[((uintptr_t)probe - r->base) >> TESS_PAGE_SHIFT])->size_class;
+  tess_free(probe);
+  /* eight slabs' worth and a few: the current slab has room */
+  int count = 8 * (int)tessi_classes[cls].slab_blocks + 3;
+  REQUIRE(count <= (int)(sizeof held / sizeof held[0]), "%d blocks", count);
+  for (int i = 0; i < count; i++) REQUIRE((held[i] = tess_malloc(SIZE)) != NULL, "block %d", i);
+  for (int i = 0; i < count; i += 2) tess_free(held[i]);
+  struct tess_stats s;
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  census_free(&s, "in the call");
+  CHECK(s.version == 2 && s.slab_free_current > 0 && s.slab_free_held > 0,
+        "in the call: %llu free in the current slab, %llu in the others",
+        (unsigned long long)s.slab_free_current, (unsigned long long)s.slab_free_held);
+  CHECK(s.slab_free_orphaned == 0 && s.orphaned_slabs[cls] == 0, "orphans before the call's end");
+
+  tess_thread_cleanup();
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  uint64_t free = census_free(&s, "after the call");
+  uint64_t holes = (uint64_t)(count / 2) * tessi_classes[cls].block_size;
+  CHECK(s.slab_free_current == 0 && s.slab_free_held == 0,
+        "a pooled heap holds no slab: %llu, %llu", (unsigned long long)s.slab_free_current,
+        (unsigned long long)s.slab_free_held);
+  CHECK(s.orphaned_slabs[cls] >= 8 && s.slab_free_orphaned == free && free >= holes,
+        "%llu orphans of the class, %llu bytes free in them (the holes: %llu)",
+        (unsigned long long)s.orphaned_slabs[cls], (unsigned long long)s.slab_free_orphaned,
+        (unsigned long long)holes);
+  printf("census: %llu orphaned slabs of %u-byte blocks, %llu KiB free in them\n",
+         (unsigned long long)s.orphaned_slabs[cls], tessi_classes[cls].block_size,
+         (unsigned long long)(s.slab_free_orphaned >> 10));
+
+  for (int i = 1; i < count; i += 2) tess_free(held[i]);
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  census_free(&s, "all freed");
+  CHECK(s.orphaned_slabs[cls] == 0 && s.slab_free_orphaned == 0,
+        "emptied orphans must go back: %llu left, %llu bytes",
+        (unsigned long long)s.orphaned_slabs[cls], (unsigned long long)s.slab_free_orphaned);
+  CHECK_HEAP("after the census");
+}
+
 /* ------------------------------------------------------------------ peak */
 
 /* Longer than any span a heap keeps: each malloc and free of one is a
@@ -1154,7 +1219,7 @@ static const scenario_t scenarios[] = {
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
-    {"tend", tend},             {"peak", peak},
+    {"tend", tend},             {"peak", peak},     {"census", census},
 };
 
 int main(int argc, char **argv) {

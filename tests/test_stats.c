@@ -62,6 +62,19 @@ static void test_single_thread(void) {
   CHECK(after.classes[c24].slabs >= 1 &&
             after.classes[c24].slab_bytes >= after.classes[c24].live_bytes,
         "24 B slabs");
+  uint64_t class_live = 0;
+  for (unsigned c = 0; c < after.class_count; c++) class_live += after.classes[c].live_bytes;
+  CHECK(after.slab_free_current + after.slab_free_held + after.slab_free_orphaned +
+                after.slab_free_pending ==
+            after.slab_bytes - class_live,
+        "slab bytes not in live blocks: %llu + %llu + %llu + %llu, not %llu",
+        (unsigned long long)after.slab_free_current, (unsigned long long)after.slab_free_held,
+        (unsigned long long)after.slab_free_orphaned, (unsigned long long)after.slab_free_pending,
+        (unsigned long long)(after.slab_bytes - class_live));
+  CHECK(after.slab_free_current > 0 && after.slab_free_orphaned == 0 &&
+            after.slab_free_pending == 0 &&
+            after.orphaned_slabs[c24] == 0,
+        "current slabs with room, no orphan in OS mode");
   CHECK(after.footprint >= after.slab_bytes && after.peak_footprint >= after.footprint,
         "footprint %llu, slabs %llu", (unsigned long long)after.footprint,
         (unsigned long long)after.slab_bytes);

@@ -64,7 +64,7 @@ def size_class(index: int, block_size: int, slab_pages: int, allocs: int,
     return {"class": index, "block_size": block_size,
             "slab_pages": slab_pages, "allocs": allocs, "frees": frees,
             "live_blocks": live, "live_bytes": live * block_size,
-            "slabs": slabs, "slab_bytes": slab_bytes,
+            "slabs": slabs, "slab_bytes": slab_bytes, "orphaned_slabs": 0,
             "peak_live_bytes": allocs * block_size,
             "fragmentation": round(frag, 4)}
 
@@ -79,7 +79,7 @@ def sample(step: int) -> dict[str, Any]:
     large = span(step + 1, step, 102400)
     footprint = slab_bytes + (step + 1) * 102400 + 16384
     return {
-        "tessalloc": "0.1.0", "version": 1, "time_ms": 500 * step,
+        "tessalloc": "0.1.0", "version": 2, "time_ms": 500 * step,
         "mode": "os", "footprint": footprint,
         "peak_footprint": footprint, "region_bytes": 1 << 36,
         "committed": footprint, "decommitted": 0, "heaps_in_use": 1,
@@ -90,6 +90,8 @@ def sample(step: int) -> dict[str, Any]:
         "peak_live_bytes": live + large["live_bytes"],
         "requested_live_bytes": 0,
         "fragmentation": round(1 - live / slab_bytes, 4),
+        "slab_free": {"current": slab_bytes - live, "held": 0, "orphaned": 0, "pending": 0},
+        "empty_slab_bytes": 0,
         "large": large, "huge": span(0, 0, 0), "classes": classes}
 
 
@@ -138,7 +140,21 @@ class SchemaTest(unittest.TestCase):
                 self.assert_valid(json.loads(line))
 
     def test_real_line_is_valid(self) -> None:
-        self.assert_valid(json.loads(REAL_LINE))
+        self.assert_valid(json.loads(REAL_LINE))  # version 1: no slab_free
+
+    def test_version_2_needs_its_fields(self) -> None:
+        for path in (("slab_free",), ("empty_slab_bytes",), ("slab_free", "pending"),
+                     ("classes", 0, "orphaned_slabs")):
+            with self.subTest(missing=path):
+                line = sample(1)
+                target: Any = line
+                for key in path[:-1]:
+                    target = target[key]
+                del target[path[-1]]
+                self.assert_invalid(line)
+        line = sample(1)
+        line["version"] = 3
+        self.assert_invalid(line)
 
     def test_no_classes_and_no_time_are_valid(self) -> None:
         line = sample(0)
@@ -171,7 +187,7 @@ class SchemaTest(unittest.TestCase):
         good = sample(2)
         changes: list[tuple[str, Any]] = [
             ("fragmentation", 1.5), ("fragmentation", -0.1),
-            ("mode", "mmap"), ("version", 2), ("footprint", 1.5),
+            ("mode", "mmap"), ("version", 0), ("footprint", 1.5),
             ("footprint", "1"), ("classes", {}), ("tessalloc", 1),
         ]
         for key, value in changes:

@@ -572,6 +572,69 @@ def mean_footprint_ratio(series: dict[str, list[float]]) -> Optional[float]:
     return sum(footprint) / sum(live)
 
 
+#: The parts of tessalloc's footprint in B (footprint_budget), as shown.
+BUDGET_PARTS: tuple[tuple[str, str], ...] = (
+    ("live", "asked for (live requested bytes)"),
+    ("rounding", "rounding up to size classes and to pages"),
+    ("current", "free in heaps' current slabs (one per class a call uses)"),
+    ("held", "free in the other slabs heaps hold"),
+    ("orphaned", "free in orphaned slabs (no heap holds them; every heap takes from them)"),
+    ("pending", "freed by other threads, waiting for the slab's holder to collect them"),
+    ("rest", "the rest: page descriptors, region header, heap structs, kept spans "
+             "and empty slabs, and the skew between a sample's reads"),
+)
+
+
+def read_stats_series(path: Path) -> list[dict[str, Any]]:
+    """An allocator's statistics series (enclave_bench --stats-jsonl)."""
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def footprint_budget(series: dict[str, list[float]],
+                     stats: list[dict[str, Any]]) -> Optional[dict[str, float]]:
+    """Where an allocator's footprint goes over a workload-B run, in mean
+    bytes per sample (the samples mean_footprint_ratio takes), from its own
+    statistics at each sample (tessalloc's format version 2: slab_free):
+    the live requested bytes, then what the allocator adds to them. The
+    parts add up to its mean footprint. None when a sample has no such line."""
+    by_ms = {int(line["time_ms"]): line for line in stats if "time_ms" in line}
+    rows = []
+    for t_s, live in list(zip(series.get("t_s", []), series.get("live_bytes", [])))[2:-1]:
+        # the CSV rounds its time to 1 ms and the JSON cuts it: within 1 ms
+        ms = int(round(t_s * 1000.0))
+        line = by_ms.get(ms, by_ms.get(ms - 1, by_ms.get(ms + 1)))
+        if line is None or "slab_free" not in line:
+            return None
+        rows.append((live, line))
+    if not rows:
+        return None
+
+    def mean(values: Sequence[float]) -> float:
+        return sum(values) / len(rows)
+
+    parts = {
+        "live": mean([live for live, _ in rows]),
+        "rounding": mean([line["live_bytes"] - live for live, line in rows]),
+        "current": mean([line["slab_free"]["current"] for _, line in rows]),
+        "held": mean([line["slab_free"]["held"] for _, line in rows]),
+        "orphaned": mean([line["slab_free"]["orphaned"] for _, line in rows]),
+        "pending": mean([line["slab_free"]["pending"] for _, line in rows]),
+    }
+    parts["rest"] = mean([line["footprint"] for _, line in rows]) - sum(parts.values())
+    return parts
+
+
+def budget_rows(name: str, host: str, parts: dict[str, float]) -> list[str]:
+    """footprint_budget's parts as the rows of a markdown table."""
+    live = parts["live"]
+    rows = [f"| {name} {host}: {text} | {fmt_mib(parts[key])} | {parts[key] / live:.3f} |"
+            for key, text in BUDGET_PARTS]
+    total = sum(parts.values())
+    rows.append(f"| {name} {host}: **footprint** | {fmt_mib(total)} | {total / live:.3f} |")
+    return rows
+
+
 def plot_b_run(series: dict[str, list[float]], run: BRun, heap_bytes: int,
                path: Path) -> None:
     import matplotlib
@@ -902,6 +965,28 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
     if plots:
         md += ["Where the bytes go, by the allocator's own statistics (tess_stats_json at "
                "each sample, drawn by tools/tess_stats_view.py): " + "; ".join(plots) + ".",
+               ""]
+    budget = []
+    for r in runs:
+        csv_path = args.out / r.series_csv
+        stats_path = args.out / stats_series(Path(r.series_csv)).name
+        if not (csv_path.is_file() and stats_path.is_file()):
+            continue
+        try:
+            parts = footprint_budget(read_series(csv_path), read_stats_series(stats_path))
+        except (ValueError, KeyError, TypeError):  # a series cut short, an old format
+            parts = None
+        if parts is not None and parts["live"] > 0:
+            budget += budget_rows(r.allocator, r.host, parts)
+    if budget:
+        md += ["Where the footprint goes over time, by the allocator's own statistics "
+               "(means over the samples the 'over time' ratio takes; ÷ live = per live "
+               "requested byte). Free in slabs is what the slabs hold beyond their live "
+               "blocks, by who holds them:",
+               "",
+               "| part | mean MiB | ÷ live |",
+               "|---|---:|---:|",
+               *budget,
                ""]
     md += b_targets(runs, hosts)
     return md

@@ -169,6 +169,34 @@ class TableTest(unittest.TestCase):
         self.assertIn("| 1.267 |", judged[0])
         self.assertIn(re_mod.verdict(False), judged[0])
 
+    def test_footprint_budget(self) -> None:
+        series = {"t_s": [0.01, 0.5, 1.002, 1.5, 2.0],
+                  "live_bytes": [10, 20, 1000, 2000, 5],
+                  "footprint_bytes": [0, 0, 0, 0, 0]}
+
+        def line(ms: int, footprint: int, live: int,
+                 free: tuple[int, int, int, int]) -> dict:
+            return {"time_ms": ms, "footprint": footprint, "live_bytes": live,
+                    "slab_free": {"current": free[0], "held": free[1], "orphaned": free[2],
+                                  "pending": free[3]}}
+
+        stats = [line(10, 1, 1, (0, 0, 0, 0)), line(500, 1, 1, (0, 0, 0, 0)),
+                 line(1001, 1500, 1100, (40, 20, 200, 6)),  # the JSON cuts 1.0015 s
+                 line(1500, 2900, 2300, (60, 40, 300, 4)), line(2000, 1, 1, (0, 0, 0, 0))]
+        parts = re_mod.footprint_budget(series, stats)
+        assert parts is not None
+        # samples 1.0 and 1.5 s only, as mean_footprint_ratio takes them
+        self.assertEqual(parts, {"live": 1500, "rounding": 200, "current": 50, "held": 30,
+                                 "orphaned": 250, "pending": 5, "rest": 2200 - 2035})
+        rows = re_mod.budget_rows("tessalloc", "pooled", parts)
+        self.assertEqual(len(rows), len(re_mod.BUDGET_PARTS) + 1)
+        self.assertTrue(rows[-1].endswith("| 1.467 |"), rows[-1])  # 2200 / 1500
+        # a sample without its line, or a line of the old format: no budget
+        self.assertIsNone(re_mod.footprint_budget(series, stats[:3] + stats[4:]))
+        old = [dict(x) for x in stats]
+        del old[3]["slab_free"]
+        self.assertIsNone(re_mod.footprint_budget(series, old))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -109,6 +109,15 @@ class StatsPreload(unittest.TestCase):
             self.assertEqual(c["live_bytes"], c["live_blocks"] * c["block_size"])
             self.assertGreaterEqual(c["peak_live_bytes"], c["live_bytes"])
         self.assertGreater(report["allocs"], 200000)  # the workload's, at least
+        # read at exit, nothing in flight: the slab bytes not in live
+        # blocks are exactly those the census found, holder by holder
+        free = report["slab_free"]
+        self.assertEqual(free["current"] + free["held"] + free["orphaned"] + free["pending"],
+                         report["slab_bytes"] - class_live)
+        self.assertGreater(free["current"], 0)  # the main thread's heap
+        if report["mode"] == "os":
+            self.assertEqual(free["orphaned"], 0)
+            self.assertEqual(sum(c["orphaned_slabs"] for c in classes), 0)
 
     def test_json_at_exit(self) -> None:
         proc = run_python(WORKLOAD, {"TESS_STATS": "json"})
