@@ -972,6 +972,8 @@ typedef struct {
 
 static FILE *g_csv;
 static FILE *g_stats;   /* --stats-jsonl */
+static char g_stats_line[1 << 16]; /* the allocator's statistics at the last sample */
+static int g_stats_ok;
 static sample_t g_peak; /* per column maximum */
 static size_t g_nsamples;
 static _Atomic int g_sampler_stop;
@@ -990,6 +992,12 @@ static void take_sample(sample_t *x) {
   }
   x->live += (int64_t)x->pool_bytes;
   x->footprint = footprint_now();
+  /* the allocator's statistics right after its footprint, before the
+   * slow scan of the region, so that both describe about one moment */
+  if (g_stats) {
+    size_t len = A->stats_json(g_stats_line, sizeof g_stats_line);
+    g_stats_ok = len < sizeof g_stats_line && len > 2 && g_stats_line[0] == '{';
+  }
   x->touched = scan_touched() * PAGE;
 }
 
@@ -998,13 +1006,9 @@ static void record_sample(const sample_t *x) {
     fprintf(g_csv, "%.3f,%" PRId64 ",%lld,%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%zu\n", x->t,
             x->live, x->footprint == SIZE_MAX ? -1LL : (long long)x->footprint, x->touched,
             x->ecalls, x->nulls, x->mallocs, x->pool_bytes);
-  if (g_stats) {
-    static char json[1 << 16];
-    size_t len = A->stats_json(json, sizeof json);
+  if (g_stats && g_stats_ok) {
     /* the sample's time goes first: {"time_ms":N, then the object's fields */
-    if (len < sizeof json && len > 2 && json[0] == '{') {
-      fprintf(g_stats, "{\"time_ms\":%lld,%s\n", (long long)(x->t * 1000.0), json + 1);
-    }
+    fprintf(g_stats, "{\"time_ms\":%lld,%s\n", (long long)(x->t * 1000.0), g_stats_line + 1);
   }
   if (x->live > g_peak.live) g_peak.live = x->live;
   if (x->footprint != SIZE_MAX && (g_peak.footprint == SIZE_MAX || x->footprint > g_peak.footprint))
