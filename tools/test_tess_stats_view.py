@@ -95,6 +95,14 @@ def sample(step: int) -> dict[str, Any]:
         "large": large, "huge": span(0, 0, 0), "classes": classes}
 
 
+def holder_of(line: dict[str, Any], path: tuple[Any, ...]) -> Any:
+    """The object or list that holds the last key of path in line."""
+    target: Any = line
+    for key in path[:-1]:
+        target = target[key]
+    return target
+
+
 def series_text(samples: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(s, separators=(",", ":")) + "\n"
                    for s in samples)
@@ -147,10 +155,7 @@ class SchemaTest(unittest.TestCase):
                      ("classes", 0, "orphaned_slabs")):
             with self.subTest(missing=path):
                 line = sample(1)
-                target: Any = line
-                for key in path[:-1]:
-                    target = target[key]
-                del target[path[-1]]
+                del holder_of(line, path)[path[-1]]
                 self.assert_invalid(line)
         line = sample(1)
         line["version"] = 3
@@ -177,10 +182,7 @@ class SchemaTest(unittest.TestCase):
                      ("classes", 1, "live_bytes")):
             with self.subTest(path=path):
                 line = sample(1)
-                target: Any = line
-                for key in path[:-1]:
-                    target = target[key]
-                target[path[-1]] = -1
+                holder_of(line, path)[path[-1]] = -1
                 self.assert_invalid(line)
 
     def test_other_invalid_lines(self) -> None:
