@@ -133,6 +133,7 @@ struct tess_stats {
   uint64_t slab_free_orphaned;
   uint64_t slab_free_pending;
   uint64_t empty_slab_bytes; /* empty slabs heaps keep for reuse (not in slab_bytes) */
+  uint64_t kept_span_bytes;  /* freed large spans heaps keep for reuse (not live) */
   uint64_t orphaned_slabs[TESS_STATS_MAX_CLASSES]; /* slabs of each class no heap holds */
 };
 

@@ -268,6 +268,9 @@ void tessi_slab_census(tess_slab_census_t *census, bool lock) {
       } else if (kind == TESS_PAGE_FREE || kind == TESS_PAGE_LARGE || kind == TESS_PAGE_META ||
                  kind == TESS_PAGE_BUSY) {
         pages = TESS_MAX((size_t)1, (size_t)RACY_LOAD(d->u.span.pages));
+        if (kind == TESS_PAGE_LARGE && (RACY_LOAD(d->flags) & TESS_LARGE_CACHED)) {
+          census->kept_bytes += pages << TESS_PAGE_SHIFT;
+        }
       }
       i += pages;
     }

@@ -583,8 +583,9 @@ typedef struct tess_slab_census_s {
   /* bytes of those slabs not in blocks out, by holder */
   uint64_t free_bytes[TESS_HOLDERS];
   uint64_t empty_bytes; /* empty slabs kept in heaps' caches (no class) */
+  uint64_t kept_bytes;  /* freed large spans kept in heaps' caches */
 } tess_slab_census_t;
-/* Every slab of every region, counted (check.c): with its partitions
+/* Every slab (and kept span) of every region, counted (check.c): with its partitions
  * locked when `lock`; without, a span changing meanwhile may be counted
  * wrong. */
 void tessi_slab_census(tess_slab_census_t *census, bool lock);

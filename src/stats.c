@@ -123,6 +123,7 @@ static void merge_counters_locked(struct tess_stats *s) {
   s->slab_free_held = t.census.free_bytes[TESS_HOLDER_HEAP];
   s->slab_free_orphaned = t.census.free_bytes[TESS_HOLDER_ORPHANS];
   s->empty_slab_bytes = t.census.empty_bytes;
+  s->kept_span_bytes = t.census.kept_bytes;
   fill_span(&s->large, &t.span[0]);
   fill_span(&s->huge, &t.span[4]);
   s->allocs += s->large.allocs + s->huge.allocs;
@@ -278,6 +279,7 @@ size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int6
   field(&w, "pending", s->slab_free_pending);
   put(&w, "}");
   field(&w, "empty_slab_bytes", s->empty_slab_bytes);
+  field(&w, "kept_span_bytes", s->kept_span_bytes);
   put_span(&w, "large", &s->large);
   put_span(&w, "huge", &s->huge);
   put(&w, ",\"classes\":[");

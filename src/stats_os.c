@@ -96,9 +96,10 @@ static size_t format_table(char *buf, size_t size, const struct tess_stats *s) {
       (unsigned long long)s->frees, mib(s->slab_bytes),
       100.0 * fragmentation(slab_live, s->slab_bytes));
   OUT("  free in slabs: %.2f MiB in current slabs, %.2f in other slabs of heaps, %.2f in "
-      "orphans, %.2f freed by other threads and not yet collected; empty slabs kept %.2f MiB\n",
+      "orphans, %.2f freed by other threads and not yet collected; kept for reuse: empty "
+      "slabs %.2f MiB, large spans %.2f MiB\n",
       mib(s->slab_free_current), mib(s->slab_free_held), mib(s->slab_free_orphaned),
-      mib(s->slab_free_pending), mib(s->empty_slab_bytes));
+      mib(s->slab_free_pending), mib(s->empty_slab_bytes), mib(s->kept_span_bytes));
   OUT("  large: %llu live, %.2f MiB (%llu allocs); huge: %llu live, %.2f MiB (%llu allocs)\n",
       (unsigned long long)s->large.live, mib(s->large.live_bytes),
       (unsigned long long)s->large.allocs, (unsigned long long)s->huge.live,

@@ -1105,6 +1105,23 @@ static void census(void) {
   CHECK(s.orphaned_slabs[cls] == 0 && s.slab_free_orphaned == 0,
         "emptied orphans must go back: %llu left, %llu bytes",
         (unsigned long long)s.orphaned_slabs[cls], (unsigned long long)s.slab_free_orphaned);
+
+  /* a large block its heap frees is kept for the next of its length,
+   * until the call ends */
+  void *large = tess_malloc(20000); /* 5 pages */
+  REQUIRE(large != NULL, "a 20000-byte block");
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  uint64_t kept_before = s.kept_span_bytes;
+  tess_free(large);
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  CHECK(s.kept_span_bytes == kept_before + 5 * 4096, "kept span bytes %llu, %llu before",
+        (unsigned long long)s.kept_span_bytes, (unsigned long long)kept_before);
+  CHECK(tess_malloc(20000) == large, "the kept span serves the next block of its length");
+  tess_free(large);
+  tess_thread_cleanup();
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  CHECK(s.kept_span_bytes == 0, "%llu bytes of spans kept after the call's end",
+        (unsigned long long)s.kept_span_bytes);
   CHECK_HEAP("after the census");
 }
 

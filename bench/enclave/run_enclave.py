@@ -580,8 +580,9 @@ BUDGET_PARTS: tuple[tuple[str, str], ...] = (
     ("held", "free in the other slabs heaps hold"),
     ("orphaned", "free in orphaned slabs (no heap holds them; every heap takes from them)"),
     ("pending", "freed by other threads, waiting for the slab's holder to collect them"),
-    ("rest", "the rest: page descriptors, region header, heap structs, kept spans "
-             "and empty slabs, and the skew between a sample's reads"),
+    ("kept", "kept by heaps for reuse: freed large spans and empty slabs"),
+    ("rest", "the rest: page descriptors, region header, heap structs, spans freed "
+             "while their partition was locked, and the skew between a sample's reads"),
 )
 
 
@@ -620,6 +621,7 @@ def footprint_budget(series: dict[str, list[float]],
         "held": mean([line["slab_free"]["held"] for _, line in rows]),
         "orphaned": mean([line["slab_free"]["orphaned"] for _, line in rows]),
         "pending": mean([line["slab_free"]["pending"] for _, line in rows]),
+        "kept": mean([line["kept_span_bytes"] + line["empty_slab_bytes"] for _, line in rows]),
     }
     parts["rest"] = mean([line["footprint"] for _, line in rows]) - sum(parts.values())
     return parts
