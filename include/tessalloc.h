@@ -134,6 +134,8 @@ struct tess_stats {
   uint64_t slab_free_pending;
   uint64_t empty_slab_bytes; /* empty slabs heaps keep for reuse (not in slab_bytes) */
   uint64_t kept_span_bytes;  /* freed large spans heaps keep for reuse (not live) */
+  uint64_t deferred_span_bytes; /* fixed mode: spans freed while their partition was locked,
+                                   counted in the footprint until the next holder takes them */
   uint64_t orphaned_slabs[TESS_STATS_MAX_CLASSES]; /* slabs of each class no heap holds */
 };
 

@@ -240,6 +240,9 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
                                      uint8_t kind, bool *is_zero);
 /* Empties every deferred stack of r; the caller holds all its locks. */
 void tessi_span_drain_deferred(tess_region_t *r);
+/* Bytes of the spans on the partitions' deferred stacks now (a read of
+ * their counts, no lock): freed, still counted in the footprint. */
+size_t tessi_span_deferred_bytes(void);
 /* Empties every deferred stack, waiting for each partition's lock (the
  * out-of-memory path: spans freed while it trimmed count too). */
 void tessi_span_drain_all(void);

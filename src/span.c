@@ -323,6 +323,8 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
  * read with relaxed atomics (kind_of) where a deferred span's may change
  * outside the lock: a neighbour's coalescing reads it under the lock. */
 static void deferred_push(tess_partition_t *p, tess_page_t *head, size_t pages) {
+  /* for the statistics (a line the push writes anyway) */
+  atomic_fetch_add_explicit(&p->deferred_pages, pages, memory_order_relaxed);
   head->u.span.pages = (uint32_t)pages;
   __atomic_store_n(&head->kind, (uint8_t)TESS_PAGE_BUSY, __ATOMIC_RELAXED);
   tess_page_t *top = atomic_load_explicit(&p->deferred, memory_order_relaxed);
@@ -335,14 +337,17 @@ static void deferred_push(tess_partition_t *p, tess_page_t *head, size_t pages) 
 static void deferred_drain_locked(tess_partition_t *p) {
   if (atomic_load_explicit(&p->deferred, memory_order_relaxed) == NULL) return;
   tess_page_t *head = atomic_exchange_explicit(&p->deferred, NULL, memory_order_acquire);
+  size_t drained = 0;
   while (head != NULL) {
     tess_page_t *next = head->next;
     size_t pages = head->u.span.pages;
     clear_desc(head);
     coalesce_insert(p, head, pages, TESS_SPAN_DIRTY, 0);
     p->free_pages += pages;
+    drained += pages;
     head = next;
   }
+  atomic_fetch_sub_explicit(&p->deferred_pages, drained, memory_order_relaxed);
   /* (a fall, told to the bound under the lock: drains are few) */
   footprint_apply(partition_count(p), p);
 }
@@ -379,6 +384,16 @@ void tessi_span_fork_done(bool in_child) {
     for (unsigned i = 0; i < r->partition_count; i++) atomic_store(&r->partitions[i].pushing, 0);
   }
   atomic_store(&forking, 0);
+}
+
+size_t tessi_span_deferred_bytes(void) {
+  size_t pages = 0;
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
+    for (unsigned i = 0; i < tessi_open_partitions(r); i++) {
+      pages += atomic_load_explicit(&r->partitions[i].deferred_pages, memory_order_relaxed);
+    }
+  }
+  return pages << TESS_PAGE_SHIFT;
 }
 
 void tessi_span_drain_deferred(tess_region_t *r) {

@@ -149,6 +149,7 @@ void tessi_stats_merge(struct tess_stats *s) {
   size_t peak;
   s->footprint = tessi_footprint(&peak);
   s->peak_footprint = peak;
+  s->deferred_span_bytes = tessi_span_deferred_bytes();
   tessi_lock(&peak_lock);
   merge_counters_locked(s);
   tessi_unlock(&peak_lock);
@@ -280,6 +281,7 @@ size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int6
   put(&w, "}");
   field(&w, "empty_slab_bytes", s->empty_slab_bytes);
   field(&w, "kept_span_bytes", s->kept_span_bytes);
+  field(&w, "deferred_span_bytes", s->deferred_span_bytes);
   put_span(&w, "large", &s->large);
   put_span(&w, "huge", &s->huge);
   put(&w, ",\"classes\":[");

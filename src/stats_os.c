@@ -97,9 +97,11 @@ static size_t format_table(char *buf, size_t size, const struct tess_stats *s) {
       100.0 * fragmentation(slab_live, s->slab_bytes));
   OUT("  free in slabs: %.2f MiB in current slabs, %.2f in other slabs of heaps, %.2f in "
       "orphans, %.2f freed by other threads and not yet collected; kept for reuse: empty "
-      "slabs %.2f MiB, large spans %.2f MiB\n",
+      "slabs %.2f MiB, large spans %.2f MiB; spans freed while their partition was locked "
+      "%.2f MiB\n",
       mib(s->slab_free_current), mib(s->slab_free_held), mib(s->slab_free_orphaned),
-      mib(s->slab_free_pending), mib(s->empty_slab_bytes), mib(s->kept_span_bytes));
+      mib(s->slab_free_pending), mib(s->empty_slab_bytes), mib(s->kept_span_bytes),
+      mib(s->deferred_span_bytes));
   OUT("  large: %llu live, %.2f MiB (%llu allocs); huge: %llu live, %.2f MiB (%llu allocs)\n",
       (unsigned long long)s->large.live, mib(s->large.live_bytes),
       (unsigned long long)s->large.allocs, (unsigned long long)s->huge.live,

@@ -170,6 +170,7 @@ typedef struct tess_partition_s {
    * one now (span.c) */
   _Alignas(64) _Atomic(tess_page_t *) deferred;
   _Atomic(uint32_t) pushing;
+  _Atomic(size_t) deferred_pages; /* on the stack (counted in used_pages until drained) */
   struct tess_region_s *region;
 } tess_partition_t;
 

@@ -1122,6 +1122,28 @@ static void census(void) {
   REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
   CHECK(s.kept_span_bytes == 0, "%llu bytes of spans kept after the call's end",
         (unsigned long long)s.kept_span_bytes);
+
+  /* a span freed while its partition is locked waits on its stack,
+   * counted, until the lock's next holder (here the statistics' walk) */
+  enum { DEFERRED_PAGES = 50 }; /* longer than any span a heap keeps */
+  large = tess_malloc(DEFERRED_PAGES * 4096);
+  REQUIRE(large != NULL, "a block of %d pages", DEFERRED_PAGES);
+  tess_page_t *head = tessi_page_head(&r->pages[((uintptr_t)large - r->base) >> TESS_PAGE_SHIFT]);
+  tess_lock_t *lock = &tessi_partition_of(r, head)->lock;
+  size_t span_bytes = (size_t)head->u.span.pages << TESS_PAGE_SHIFT; /* (+ a size tag's page) */
+  size_t deferred_before = tessi_span_deferred_bytes();
+  tessi_lock(lock);
+  tess_free(large);
+  size_t deferred = tessi_span_deferred_bytes();
+  tessi_unlock(lock);
+  CHECK(deferred == deferred_before + span_bytes, "deferred %zu bytes, %zu before", deferred,
+        deferred_before);
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  CHECK(s.deferred_span_bytes == deferred, "the statistics saw %llu bytes deferred, not %zu",
+        (unsigned long long)s.deferred_span_bytes, deferred);
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  CHECK(s.deferred_span_bytes == 0, "%llu bytes still deferred after a walk",
+        (unsigned long long)s.deferred_span_bytes);
   CHECK_HEAP("after the census");
 }
 

@@ -91,7 +91,7 @@ def sample(step: int) -> dict[str, Any]:
         "requested_live_bytes": 0,
         "fragmentation": round(1 - live / slab_bytes, 4),
         "slab_free": {"current": slab_bytes - live, "held": 0, "orphaned": 0, "pending": 0},
-        "empty_slab_bytes": 0, "kept_span_bytes": 0,
+        "empty_slab_bytes": 0, "kept_span_bytes": 0, "deferred_span_bytes": 0,
         "large": large, "huge": span(0, 0, 0), "classes": classes}
 
 
@@ -152,6 +152,7 @@ class SchemaTest(unittest.TestCase):
 
     def test_version_2_needs_its_fields(self) -> None:
         for path in (("slab_free",), ("empty_slab_bytes",), ("kept_span_bytes",),
+                     ("deferred_span_bytes",),
                      ("slab_free", "pending"),
                      ("classes", 0, "orphaned_slabs")):
             with self.subTest(missing=path):

@@ -581,8 +581,9 @@ BUDGET_PARTS: tuple[tuple[str, str], ...] = (
     ("orphaned", "free in orphaned slabs (no heap holds them; every heap takes from them)"),
     ("pending", "freed by other threads, waiting for the slab's holder to collect them"),
     ("kept", "kept by heaps for reuse: freed large spans and empty slabs"),
-    ("rest", "the rest: page descriptors, region header, heap structs, spans freed "
-             "while their partition was locked, and the skew between a sample's reads"),
+    ("deferred", "spans freed while their partition was locked, not yet taken back"),
+    ("rest", "the rest: page descriptors, region header, heap structs, and the skew "
+             "between a sample's reads"),
 )
 
 
@@ -622,6 +623,7 @@ def footprint_budget(series: dict[str, list[float]],
         "orphaned": mean([line["slab_free"]["orphaned"] for _, line in rows]),
         "pending": mean([line["slab_free"]["pending"] for _, line in rows]),
         "kept": mean([line["kept_span_bytes"] + line["empty_slab_bytes"] for _, line in rows]),
+        "deferred": mean([line["deferred_span_bytes"] for _, line in rows]),
     }
     parts["rest"] = mean([line["footprint"] for _, line in rows]) - sum(parts.values())
     return parts

@@ -179,7 +179,7 @@ class TableTest(unittest.TestCase):
             return {"time_ms": ms, "footprint": footprint, "live_bytes": live,
                     "slab_free": {"current": free[0], "held": free[1], "orphaned": free[2],
                                   "pending": free[3]},
-                    "kept_span_bytes": 8, "empty_slab_bytes": 2}
+                    "kept_span_bytes": 8, "empty_slab_bytes": 2, "deferred_span_bytes": 3}
 
         stats = [line(10, 1, 1, (0, 0, 0, 0)), line(500, 1, 1, (0, 0, 0, 0)),
                  line(1001, 1500, 1100, (40, 20, 200, 6)),  # the JSON cuts 1.0015 s
@@ -188,8 +188,8 @@ class TableTest(unittest.TestCase):
         assert parts is not None
         # samples 1.0 and 1.5 s only, as mean_footprint_ratio takes them
         self.assertEqual(parts, {"live": 1500, "rounding": 200, "current": 50, "held": 30,
-                                 "orphaned": 250, "pending": 5, "kept": 10,
-                                 "rest": 2200 - 2045})
+                                 "orphaned": 250, "pending": 5, "kept": 10, "deferred": 3,
+                                 "rest": 2200 - 2048})
         rows = re_mod.budget_rows("tessalloc", "pooled", parts)
         self.assertEqual(len(rows), len(re_mod.BUDGET_PARTS) + 1)
         self.assertTrue(rows[-1].endswith("| 1.467 |"), rows[-1])  # 2200 / 1500
