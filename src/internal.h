@@ -588,9 +588,9 @@ typedef struct tess_slab_census_s {
   uint64_t empty_bytes; /* empty slabs kept in heaps' caches (no class) */
   uint64_t kept_bytes;  /* freed large spans kept in heaps' caches */
 } tess_slab_census_t;
-/* Every slab (and kept span) of every region, counted (check.c): with its partitions
- * locked when `lock`; without, a span changing meanwhile may be counted
- * wrong. */
+/* Every slab (and kept span) of every region, counted (check.c): with
+ * its partitions locked when `lock`; without, a span changing meanwhile
+ * may be counted wrong. */
 void tessi_slab_census(tess_slab_census_t *census, bool lock);
 /* Every counter added up, peaks updated (stats.c). */
 void tessi_stats_merge(struct tess_stats *s);

@@ -1000,21 +1000,32 @@ static void errors(void) {
 
 /* ------------------------------------------------------------------ tend */
 
+/* The head descriptor of the span holding block p. */
+static tess_page_t *head_of(const void *p) {
+  tess_region_t *r = tessi_region_of((uintptr_t)p);
+  REQUIRE(r != NULL, "%p is in no region", p);
+  return tessi_page_head(&r->pages[((uintptr_t)p - r->base) >> TESS_PAGE_SHIFT]);
+}
+
+/* The class a request of `size` bytes gets (a TESS_STATS_REQUESTED build
+ * adds a tag); the calling thread has a heap afterwards. */
+static unsigned class_given(size_t size) {
+  void *probe = tess_malloc(size);
+  REQUIRE(probe != NULL, "a first block of %zu bytes", size);
+  unsigned cls = head_of(probe)->size_class;
+  tess_free(probe);
+  return cls;
+}
+
 static void tend(void) {
   init_region(64 * MiB);
   enum { SIZE = 64, MOST = 4096 / SIZE }; /* blocks per slab (fewer with a size tag) */
   static void *held[4 * MOST + 10], *more[32 * MOST];
-  /* the class the blocks get (a TESS_STATS_REQUESTED build adds a tag) */
-  void *probe = tess_malloc(SIZE);
-  REQUIRE(probe != NULL, "a first block");
-  tess_region_t *r = tessi_region_of((uintptr_t)probe);
-  unsigned cls =
-      tessi_page_head(&r->pages[((uintptr_t)probe - r->base) >> TESS_PAGE_SHIFT])->size_class;
+  unsigned cls = class_given(SIZE);
   int per_slab = (int)tessi_classes[cls].slab_blocks, held_count = 4 * per_slab + 10,
       more_count = 32 * per_slab;
   REQUIRE(tessi_classes[cls].slab_pages == 1 && per_slab <= MOST, "%d-byte blocks in a page",
           (int)tessi_classes[cls].block_size);
-  tess_free(probe); /* the heap exists */
   tess_thread_cleanup();
   size_t before = footprint_now();
   /* four full slabs and a partial one of the class, orphaned by the
@@ -1065,12 +1076,7 @@ static void census(void) {
   init_region(16 * MiB);
   enum { SIZE = 320, MOST = 4096 / SIZE };
   static void *held[8 * MOST + 3];
-  void *probe = tess_malloc(SIZE);
-  REQUIRE(probe != NULL, "a first block");
-  tess_region_t *r = tessi_region_of((uintptr_t)probe);
-  unsigned cls =
-      tessi_page_head(&r->pages[((uintptr_t)probe - r->base) >> TESS_PAGE_SHIFT])->size_class;
-  tess_free(probe);
+  unsigned cls = class_given(SIZE);
   /* eight slabs' worth and a few: the current slab has room */
   int count = 8 * (int)tessi_classes[cls].slab_blocks + 3;
   REQUIRE(count <= (int)(sizeof held / sizeof held[0]), "%d blocks", count);
@@ -1128,8 +1134,8 @@ static void census(void) {
   enum { DEFERRED_PAGES = 50 }; /* longer than any span a heap keeps */
   large = tess_malloc(DEFERRED_PAGES * 4096);
   REQUIRE(large != NULL, "a block of %d pages", DEFERRED_PAGES);
-  tess_page_t *head = tessi_page_head(&r->pages[((uintptr_t)large - r->base) >> TESS_PAGE_SHIFT]);
-  tess_lock_t *lock = &tessi_partition_of(r, head)->lock;
+  tess_page_t *head = head_of(large);
+  tess_lock_t *lock = &tessi_partition_of(tessi_region_of((uintptr_t)large), head)->lock;
   size_t span_bytes = (size_t)head->u.span.pages << TESS_PAGE_SHIFT; /* (+ a size tag's page) */
   size_t deferred_before = tessi_span_deferred_bytes();
   tessi_lock(lock);
