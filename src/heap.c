@@ -463,8 +463,16 @@ static void process_delayed(tess_heap_t *h) {
  * ending or starting calls together do not queue on one lock. */
 #define ORPHAN_SHARDS 8
 
+/* A line or two of its own, and each class's mask below a line of its
+ * own: with 20 calls at once on 16 CPUs (workload B, pooled), the loads
+ * of the masks and counts that every slab slow path makes were 5 % of the
+ * samples while 44 masks shared one line and neighbouring lists shared
+ * theirs, each write by one class sending the line away from every core.
+ * With this and the partitions' ranges apart (types.h), B pooled ran 6 %
+ * more calls per second there (medians of 4 interleaved runs;
+ * docs/results/enclave-16cpu/experiments/2026-11-26c). */
 typedef struct orphan_list_s {
-  tess_lock_t lock;
+  _Alignas(64) tess_lock_t lock;
   _Atomic(uint32_t) with_room;       /* slabs in the buckets: a lock-free peek */
   _Atomic(uint32_t) filed;           /* every slab filed, full ones too: the same */
   tess_bin_t bucket[ORPHAN_BUCKETS]; /* with room; [ORPHAN_BUCKETS - 1]: fullest */
@@ -475,7 +483,10 @@ static orphan_list_t orphans[TESS_CLASSES][ORPHAN_SHARDS];
  * when a list's count goes from or to 0 (under its lock), so a heap that
  * takes a slab while there are no orphans of its class (a call in full
  * swing) learns it with one load. */
-static _Atomic(uint8_t) orphans_filed[TESS_CLASSES];
+typedef struct orphan_mask_s {
+  _Alignas(64) _Atomic(uint8_t) bits;
+} orphan_mask_t;
+static orphan_mask_t orphans_filed[TESS_CLASSES];
 _Static_assert(ORPHAN_SHARDS <= 8, "a bit per shard");
 
 /* An orphan's owner is the mark of the list it is filed in: a free into
@@ -511,7 +522,7 @@ static tess_bin_t *orphan_bin_locked(orphan_list_t *list, const tess_page_t *d) 
 /* list = orphans[cls][k]: which bit of orphans_filed it is */
 static inline void orphans_filed_mark(orphan_list_t *list, bool filed) {
   size_t index = (size_t)(list - &orphans[0][0]);
-  _Atomic(uint8_t) *mask = &orphans_filed[index / ORPHAN_SHARDS];
+  _Atomic(uint8_t) *mask = &orphans_filed[index / ORPHAN_SHARDS].bits;
   uint8_t bit = (uint8_t)(1u << (index % ORPHAN_SHARDS));
   if (filed)
     atomic_fetch_or_explicit(mask, bit, memory_order_relaxed);
@@ -732,7 +743,7 @@ static TESS_NOINLINE tess_page_t *orphan_take_filed(tess_heap_t *h, unsigned cls
  * swing); out of line otherwise, so that the slow path that calls it stays
  * small. */
 static inline tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) {
-  if (atomic_load_explicit(&orphans_filed[cls], memory_order_relaxed) == 0) return NULL;
+  if (atomic_load_explicit(&orphans_filed[cls].bits, memory_order_relaxed) == 0) return NULL;
   return orphan_take_filed(h, cls, wait);
 }
 
