@@ -135,7 +135,7 @@ struct tess_stats {
   uint64_t empty_slab_bytes; /* empty slabs heaps keep for reuse (not in slab_bytes) */
   uint64_t kept_span_bytes;  /* freed large spans heaps keep for reuse (not live) */
   uint64_t deferred_span_bytes; /* fixed mode: spans freed while their partition was locked,
-                                   counted in the footprint until the next holder takes them */
+                                   waiting for its next holder (free: not in the footprint) */
   uint64_t orphaned_slabs[TESS_STATS_MAX_CLASSES]; /* slabs of each class no heap holds */
 };
 

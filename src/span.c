@@ -100,7 +100,8 @@ static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) >
  * in workload B on 16 CPUs (8.1 % of samples; a build without it ran B 12-
  * 17 % and A at 16 threads 5 % faster). So a partition prepays: it counts
  * slack_pages more than it uses in a global bound (bound = meta + every
- * partition's used + slack pages), and only a growth that finds the bound
+ * partition's used + slack pages, less the deferred ones, which are free:
+ * deferred_push), and only a growth that finds the bound
  * above the peak may have passed it. Away from the peak a partition
  * prepays FOOTPRINT_SLACK pages more than it needs and gives back only
  * what exceeds twice that, so the bound is written once per several span
@@ -135,18 +136,21 @@ typedef struct footprint_change_s {
   bool grew;
 } footprint_change_t;
 
-/* The partitions' pages in use (or, slack, held beyond those in the
- * bound), over every open partition of every region. */
+/* The partitions' pages in use less those deferred (or, slack, held
+ * beyond those in the bound), over every open partition of every region.
+ * (A drain lowers used_pages before the deferred count: read between the
+ * two, a partition may count fewer pages than it has for a moment.) */
 static size_t partitions_sum(bool slack) {
-  size_t pages = 0;
+  size_t pages = 0, deferred = 0;
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     unsigned open = tessi_open_partitions(r);
     for (unsigned i = 0; i < open; i++) {
       tess_partition_t *p = &r->partitions[i];
       pages += atomic_load(slack ? &p->slack_pages : &p->used_pages);
+      if (!slack) deferred += atomic_load(&p->deferred_pages);
     }
   }
-  return pages;
+  return pages > deferred ? pages - deferred : 0;
 }
 
 static inline bool near_peak(size_t bound) {
@@ -223,8 +227,9 @@ bool tessi_footprint_consistent(void) {
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     tessi_partitions_lock(r);
     for (unsigned i = 0; i < r->partition_count; i++) {
-      pages +=
-          atomic_load(&r->partitions[i].used_pages) + atomic_load(&r->partitions[i].slack_pages);
+      const tess_partition_t *p = &r->partitions[i];
+      pages += atomic_load(&p->used_pages) + atomic_load(&p->slack_pages) -
+               atomic_load(&p->deferred_pages);
     }
     tessi_partitions_unlock(r);
   }
@@ -319,12 +324,18 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
  * and goes on the partition's deferred stack, linked through its head's
  * `next`; whoever takes the lock next returns the stack's spans to the
  * bins before anything else, so an allocation that locks the partition
- * finds them. Their pages count in the footprint until then. Kinds are
+ * finds them. Their pages are free from the push on: the footprint and
+ * the bound leave them out (deferred_pages), and the drain then takes
+ * them out of used_pages without a change to either. Kinds are
  * read with relaxed atomics (kind_of) where a deferred span's may change
  * outside the lock: a neighbour's coalescing reads it under the lock. */
 static void deferred_push(tess_partition_t *p, tess_page_t *head, size_t pages) {
-  /* for the statistics (a line the push writes anyway) */
-  atomic_fetch_add_explicit(&p->deferred_pages, pages, memory_order_relaxed);
+  /* free from here on: out of the footprint (the count, on a line the push
+   * writes anyway), then out of the bound, so that the bound is never
+   * below the footprint and a peak_raise that reads it before this sees
+   * the footprint as it was */
+  atomic_fetch_add(&p->deferred_pages, pages);
+  atomic_fetch_sub(&bound_pages, pages);
   head->u.span.pages = (uint32_t)pages;
   __atomic_store_n(&head->kind, (uint8_t)TESS_PAGE_BUSY, __ATOMIC_RELAXED);
   tess_page_t *top = atomic_load_explicit(&p->deferred, memory_order_relaxed);
@@ -347,9 +358,14 @@ static void deferred_drain_locked(tess_partition_t *p) {
     drained += pages;
     head = next;
   }
-  atomic_fetch_sub_explicit(&p->deferred_pages, drained, memory_order_relaxed);
-  /* (a fall, told to the bound under the lock: drains are few) */
-  footprint_apply(partition_count(p), p);
+  /* the pages left the footprint and the bound when they were pushed:
+   * out of used_pages too, so that partition_count finds no change; then
+   * off the count (the other order would show them in the footprint
+   * twice for a moment) */
+  atomic_store_explicit(&p->used_pages,
+                        atomic_load_explicit(&p->used_pages, memory_order_relaxed) - drained,
+                        memory_order_release);
+  atomic_fetch_sub(&p->deferred_pages, drained);
 }
 
 /* fork: a deferral under way when fork() copies the process would leave

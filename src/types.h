@@ -176,7 +176,9 @@ typedef struct tess_partition_s {
    * one now (span.c) */
   _Alignas(64) _Atomic(tess_page_t *) deferred;
   _Atomic(uint32_t) pushing;
-  _Atomic(size_t) deferred_pages; /* on the stack (counted in used_pages until drained) */
+  /* on the stack: in used_pages until drained, but free from the push on,
+   * so neither in the footprint nor in the bound (span.c) */
+  _Atomic(size_t) deferred_pages;
 } tess_partition_t;
 
 typedef struct tess_region_s {

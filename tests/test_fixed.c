@@ -1130,7 +1130,9 @@ static void census(void) {
         (unsigned long long)s.kept_span_bytes);
 
   /* a span freed while its partition is locked waits on its stack,
-   * counted, until the lock's next holder (here the statistics' walk) */
+   * counted, until the lock's next holder (here the statistics' walk);
+   * it is free from the push on, so the footprint falls then and the
+   * drain leaves it as it is */
   enum { DEFERRED_PAGES = 50 }; /* longer than any span a heap keeps */
   large = tess_malloc(DEFERRED_PAGES * 4096);
   REQUIRE(large != NULL, "a block of %d pages", DEFERRED_PAGES);
@@ -1138,18 +1140,28 @@ static void census(void) {
   tess_lock_t *lock = &tessi_partition_of(tessi_region_of((uintptr_t)large), head)->lock;
   size_t span_bytes = (size_t)head->u.span.pages << TESS_PAGE_SHIFT; /* (+ a size tag's page) */
   size_t deferred_before = tessi_span_deferred_bytes();
+  size_t peak_before, peak_after;
+  size_t footprint_before = tessi_footprint(&peak_before);
   tessi_lock(lock);
   tess_free(large);
   size_t deferred = tessi_span_deferred_bytes();
+  size_t footprint_deferred = tessi_footprint(NULL);
   tessi_unlock(lock);
   CHECK(deferred == deferred_before + span_bytes, "deferred %zu bytes, %zu before", deferred,
         deferred_before);
+  CHECK(footprint_deferred == footprint_before - span_bytes,
+        "footprint %zu with the span deferred, %zu before it was freed", footprint_deferred,
+        footprint_before);
   REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
   CHECK(s.deferred_span_bytes == deferred, "the statistics saw %llu bytes deferred, not %zu",
         (unsigned long long)s.deferred_span_bytes, deferred);
   REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
   CHECK(s.deferred_span_bytes == 0, "%llu bytes still deferred after a walk",
         (unsigned long long)s.deferred_span_bytes);
+  size_t footprint_drained = tessi_footprint(&peak_after);
+  CHECK(footprint_drained == footprint_deferred && peak_after == peak_before,
+        "after the drain: footprint %zu (%zu deferred), peak %zu (%zu before)", footprint_drained,
+        footprint_deferred, peak_after, peak_before);
   CHECK_HEAP("after the census");
 }
 

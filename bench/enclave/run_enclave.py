@@ -581,7 +581,6 @@ BUDGET_PARTS: tuple[tuple[str, str], ...] = (
     ("orphaned", "free in orphaned slabs (no heap holds them; every heap takes from them)"),
     ("pending", "freed by other threads, waiting for the slab's holder to collect them"),
     ("kept", "kept by heaps for reuse: freed large spans and empty slabs"),
-    ("deferred", "spans freed while their partition was locked, not yet taken back"),
     ("rest", "the rest: page descriptors, region header, heap structs, and the skew "
              "between a sample's reads"),
 )
@@ -599,7 +598,9 @@ def footprint_budget(series: dict[str, list[float]],
     bytes per sample (the samples mean_footprint_ratio takes), from its own
     statistics at each sample (tessalloc's format version 2: slab_free):
     the live requested bytes, then what the allocator adds to them. The
-    parts add up to its mean footprint. None when a sample has no such line."""
+    parts add up to its mean footprint. (Spans freed while their partition
+    was locked, deferred_span_bytes, are free and not in the footprint.)
+    None when a sample has no such line."""
     by_ms = {int(line["time_ms"]): line for line in stats if "time_ms" in line}
     rows = []
     for t_s, live in list(zip(series.get("t_s", []), series.get("live_bytes", [])))[2:-1]:
@@ -623,7 +624,6 @@ def footprint_budget(series: dict[str, list[float]],
         "orphaned": mean([line["slab_free"]["orphaned"] for _, line in rows]),
         "pending": mean([line["slab_free"]["pending"] for _, line in rows]),
         "kept": mean([line["kept_span_bytes"] + line["empty_slab_bytes"] for _, line in rows]),
-        "deferred": mean([line["deferred_span_bytes"] for _, line in rows]),
     }
     parts["rest"] = mean([line["footprint"] for _, line in rows]) - sum(parts.values())
     return parts
