@@ -224,7 +224,9 @@ static void usage(FILE *f) {
           "  --other-frees N            pool blocks an other-ECALL frees at most (512)\n"
           "  --csv FILE                 b: the time series; a: the result as one CSV row\n"
           "  --stats-jsonl FILE         b: the allocator's own statistics at each sample,\n"
-          "                             one JSON object per line (if it has any)\n"
+          "                             one JSON object per line (if it has any); a,\n"
+          "                             with --overlap: one line, at the midpoint while\n"
+          "                             every ECALL waits (the time then includes it)\n"
           "checks:\n"
           "  --verify sig|head|full|none  write and check in each block: the first,\n"
           "                             the last and one word per 4 KiB (sig), the\n"
@@ -419,6 +421,10 @@ static void parse_args(int argc, char **argv) {
   if (O.tcs < 0) O.tcs = O.workload == 'a' ? 16 : O.workers + O.others;
   if (O.overlap && (O.workload != 'a' || O.tcs < O.threads)) {
     fprintf(stderr, "enclave_bench: --overlap is for workload a, with --tcs >= --threads\n");
+    exit(2);
+  }
+  if (O.stats_jsonl && O.workload == 'a' && !O.overlap) {
+    fprintf(stderr, "enclave_bench: --stats-jsonl in workload a needs --overlap\n");
     exit(2);
   }
   if (O.misalign * 2 + PAGE > (size_t)O.heap_pages * PAGE) {
@@ -727,6 +733,23 @@ static void ecall(slot_t *s, void (*body)(slot_t *)) {
  * Workload a: the pluggable_allocator sample's ECALL
  * ------------------------------------------------------------------ */
 static pthread_barrier_t g_midpoint; /* --overlap */
+static FILE *g_stats;                /* --stats-jsonl */
+static char g_stats_line[1 << 16];   /* b: the allocator's statistics at the last sample */
+
+/* --overlap: every ECALL waits here at its midpoint. With --stats-jsonl,
+ * the last to arrive writes the allocator's statistics while the others
+ * wait on, so that they describe every call's memory at once. */
+static void midpoint_wait(void) {
+  int last = pthread_barrier_wait(&g_midpoint) == PTHREAD_BARRIER_SERIAL_THREAD;
+  if (!g_stats) return;
+  if (last) {
+    size_t len = A->stats_json(g_stats_line, sizeof g_stats_line);
+    if (len < sizeof g_stats_line && len > 2 && g_stats_line[0] == '{')
+      fprintf(g_stats, "{\"at\":\"midpoint\",\"threads\":%ld,%s\n", O.threads,
+              g_stats_line + 1);
+  }
+  pthread_barrier_wait(&g_midpoint);
+}
 
 static void body_a(slot_t *s) {
   block_t q[A_QUEUE_LENGTH] = {{0}};
@@ -741,7 +764,7 @@ static void body_a(slot_t *s) {
     head = head + 1 == A_QUEUE_LENGTH ? 0 : head + 1;
     if (old.p) free_block(s, &old, "before free");
     if (i == half) {
-      if (O.overlap) pthread_barrier_wait(&g_midpoint);
+      if (O.overlap) midpoint_wait();
       footprint_now();
     }
   }
@@ -971,8 +994,6 @@ typedef struct {
 } sample_t;
 
 static FILE *g_csv;
-static FILE *g_stats;   /* --stats-jsonl */
-static char g_stats_line[1 << 16]; /* the allocator's statistics at the last sample */
 static int g_stats_ok;
 static sample_t g_peak; /* per column maximum */
 static size_t g_nsamples;
@@ -1139,7 +1160,7 @@ int main(int argc, char **argv) {
   }
   region_create();
   load_plugin();
-  if (O.workload == 'b' && O.stats_jsonl && A->stats_json) {
+  if ((O.workload == 'b' || O.overlap) && O.stats_jsonl && A->stats_json) {
     g_stats = fopen(O.stats_jsonl, "w");
     if (!g_stats) {
       perror(O.stats_jsonl);
