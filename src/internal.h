@@ -241,7 +241,7 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
 /* Empties every deferred stack of r; the caller holds all its locks. */
 void tessi_span_drain_deferred(tess_region_t *r);
 /* Bytes of the spans on the partitions' deferred stacks now (a read of
- * their counts, no lock): freed, still counted in the footprint. */
+ * their counts, no lock): free, out of the footprint, not yet in the bins. */
 size_t tessi_span_deferred_bytes(void);
 /* Empties every deferred stack, waiting for each partition's lock (the
  * out-of-memory path: spans freed while it trimmed count too). */

@@ -734,7 +734,14 @@ static void ecall(slot_t *s, void (*body)(slot_t *)) {
  * ------------------------------------------------------------------ */
 static pthread_barrier_t g_midpoint; /* --overlap */
 static FILE *g_stats;                /* --stats-jsonl */
-static char g_stats_line[1 << 16];   /* b: the allocator's statistics at the last sample */
+static char g_stats_line[1 << 16];   /* the allocator's statistics, last read */
+
+/* Reads the allocator's statistics into g_stats_line: false when they
+ * are not one JSON object that fits. */
+static int stats_read(void) {
+  size_t len = A->stats_json(g_stats_line, sizeof g_stats_line);
+  return len < sizeof g_stats_line && len > 2 && g_stats_line[0] == '{';
+}
 
 /* --overlap: every ECALL waits here at its midpoint. With --stats-jsonl,
  * the last to arrive writes the allocator's statistics while the others
@@ -742,12 +749,8 @@ static char g_stats_line[1 << 16];   /* b: the allocator's statistics at the las
 static void midpoint_wait(void) {
   int last = pthread_barrier_wait(&g_midpoint) == PTHREAD_BARRIER_SERIAL_THREAD;
   if (!g_stats) return;
-  if (last) {
-    size_t len = A->stats_json(g_stats_line, sizeof g_stats_line);
-    if (len < sizeof g_stats_line && len > 2 && g_stats_line[0] == '{')
-      fprintf(g_stats, "{\"at\":\"midpoint\",\"threads\":%ld,%s\n", O.threads,
-              g_stats_line + 1);
-  }
+  if (last && stats_read())
+    fprintf(g_stats, "{\"at\":\"midpoint\",\"threads\":%ld,%s\n", O.threads, g_stats_line + 1);
   pthread_barrier_wait(&g_midpoint);
 }
 
@@ -1015,10 +1018,7 @@ static void take_sample(sample_t *x) {
   x->footprint = footprint_now();
   /* the allocator's statistics right after its footprint, before the
    * slow scan of the region, so that both describe about one moment */
-  if (g_stats) {
-    size_t len = A->stats_json(g_stats_line, sizeof g_stats_line);
-    g_stats_ok = len < sizeof g_stats_line && len > 2 && g_stats_line[0] == '{';
-  }
+  if (g_stats) g_stats_ok = stats_read();
   x->touched = scan_touched() * PAGE;
 }
 
