@@ -142,9 +142,10 @@ void tessi_stats_merge(struct tess_stats *s) {
   if (!atomic_load_explicit(&tessi_ready, memory_order_acquire)) return;
   /* the footprint first, as the program left it: the walk below locks
    * every partition, and while it waits for them and walks, frees that
-   * find one locked are deferred and allocations go elsewhere. Read during or after the walk, workload
-   * B's mean footprint over a run was 3 % below to 11 % above the
-   * harness's read just before the statistics; read first, the same. */
+   * find one locked are deferred and allocations go elsewhere. Read
+   * during or after the walk, workload B's mean footprint over a run was
+   * 3 % below to 11 % above the harness's read just before the
+   * statistics; read first, the same. */
   size_t peak;
   s->footprint = tessi_footprint(&peak);
   s->peak_footprint = peak;
