@@ -275,7 +275,8 @@ static void span_missed(tess_heap_t *h) {
 
 TESS_NOINLINE tess_page_t *tessi_heap_span_take_longer(tess_heap_t *h, size_t pages) {
   if (h->span_score >= TESS_SPAN_SCORE_LOW) {
-    size_t last = TESS_MIN(pages + TESS_SPAN_SLACK, (size_t)TESS_SPAN_CACHE_PAGES);
+    size_t slack = h->span_wide ? TESS_SPAN_SLACK_WIDE : TESS_SPAN_SLACK;
+    size_t last = TESS_MIN(pages + slack, (size_t)TESS_SPAN_CACHE_PAGES);
     for (size_t longer = pages + 1; longer <= last; longer++) {
       tess_page_t *d = tessi_heap_span_take_exact(h, longer);
       if (d != NULL) return d;

@@ -392,12 +392,12 @@ static void borrow(void) {
         (unsigned long long)class_stats(&s, 320)->live_blocks);
   CHECK(class_stats(&s, 224)->allocs == 0 && class_stats(&s, 224)->slabs == 0,
         "class 224 counted a block or made a slab");
-  /* lenders are at most TESS_BORROW_WINDOW (4) times the size: 320-byte
-   * blocks are not lent for 40 bytes */
-  char *small = tess_malloc(40);
-  REQUIRE(small != NULL, "a 40-byte block");
+  /* lenders are at most TESS_BORROW_WINDOW (8) times the size: 320-byte
+   * blocks are not lent for 32 bytes */
+  char *small = tess_malloc(32);
+  REQUIRE(small != NULL, "a 32-byte block");
   CHECK(tess_usable_size(small) < lent && ((uintptr_t)small >> 12) != ((uintptr_t)lender >> 12),
-        "40 bytes served from the 320-byte slab (%zu usable bytes)", tess_usable_size(small));
+        "32 bytes served from the 320-byte slab (%zu usable bytes)", tess_usable_size(small));
   /* above 3 KiB, a page of its own (no slab of two pages for one block) */
   uint64_t large_before = s.large.live;
   char *page = tess_malloc(3100);
@@ -573,34 +573,34 @@ static void deferred(void) {
 static void sweep(void) {
   init_region(32 * MiB);
   /* (sizes chosen so that no class borrows another's slab: a lender is
-   * at most 4 times larger, and made its slab first) */
+   * at most TESS_BORROW_WINDOW (8) times larger, and made its slab first) */
   void *keep = tess_malloc(2000);  /* class 2048, a block live throughout */
-  tess_free(tess_malloc(300));     /* class 320: used once, then idle */
+  tess_free(tess_malloc(200));     /* class 224: used once, then idle */
   REQUIRE(keep != NULL, "a block");
   struct tess_stats s;
   REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
-  CHECK(class_stats(&s, 320)->slabs == 1, "%llu slabs of 320 bytes after one block",
-        (unsigned long long)class_stats(&s, 320)->slabs);
+  CHECK(class_stats(&s, 224)->slabs == 1, "%llu slabs of 224 bytes after one block",
+        (unsigned long long)class_stats(&s, 224)->slabs);
   /* 3600 blocks of class 3072, four per slab: 900 slab slow paths, over
-   * two rounds of looks; a block of class 32 allocated and freed in turn
+   * two rounds of looks; a block of class 16 allocated and freed in turn
    * (a class in use, whose slab may go and come back) */
   enum { DRIVE = 3600 };
   void **drive = malloc(DRIVE * sizeof *drive);
   REQUIRE(drive != NULL, "glibc's malloc");
   for (int i = 0; i < DRIVE; i++) {
     REQUIRE((drive[i] = tess_malloc(3000)) != NULL, "a block of 3000 bytes");
-    tess_free(tess_malloc(24));
+    tess_free(tess_malloc(12));
   }
   REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
-  printf("sweep: slabs of 320, 32 and 2048 bytes: %llu, %llu, %llu\n",
-         (unsigned long long)class_stats(&s, 320)->slabs,
-         (unsigned long long)class_stats(&s, 32)->slabs,
+  printf("sweep: slabs of 224, 16 and 2048 bytes: %llu, %llu, %llu\n",
+         (unsigned long long)class_stats(&s, 224)->slabs,
+         (unsigned long long)class_stats(&s, 16)->slabs,
          (unsigned long long)class_stats(&s, 2048)->slabs);
-  CHECK(class_stats(&s, 320)->slabs == 0, "the idle class kept its empty slab");
+  CHECK(class_stats(&s, 224)->slabs == 0, "the idle class kept its empty slab");
   CHECK(class_stats(&s, 2048)->slabs == 1, "a class with a live block lost its slab");
   CHECK_HEAP("swept");
-  void *again = tess_malloc(300);
-  CHECK(again != NULL && tess_usable_size(again) >= 300, "the swept class again");
+  void *again = tess_malloc(200);
+  CHECK(again != NULL && tess_usable_size(again) >= 200, "the swept class again");
   tess_free(again);
   tess_free(keep);
   for (int i = 0; i < DRIVE; i++) tess_free(drive[i]);
