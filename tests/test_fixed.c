@@ -393,11 +393,12 @@ static void borrow(void) {
   CHECK(class_stats(&s, 224)->allocs == 0 && class_stats(&s, 224)->slabs == 0,
         "class 224 counted a block or made a slab");
   /* lenders are at most TESS_BORROW_WINDOW (8) times the size: 320-byte
-   * blocks are not lent for 32 bytes */
-  char *small = tess_malloc(32);
-  REQUIRE(small != NULL, "a 32-byte block");
+   * blocks are not lent for 24 bytes (class 32, also with a word for the
+   * requested size) */
+  char *small = tess_malloc(24);
+  REQUIRE(small != NULL, "a 24-byte block");
   CHECK(tess_usable_size(small) < lent && ((uintptr_t)small >> 12) != ((uintptr_t)lender >> 12),
-        "32 bytes served from the 320-byte slab (%zu usable bytes)", tess_usable_size(small));
+        "24 bytes served from the 320-byte slab (%zu usable bytes)", tess_usable_size(small));
   /* above 3 KiB, a page of its own (no slab of two pages for one block) */
   uint64_t large_before = s.large.live;
   char *page = tess_malloc(3100);
@@ -589,7 +590,7 @@ static void sweep(void) {
   REQUIRE(drive != NULL, "glibc's malloc");
   for (int i = 0; i < DRIVE; i++) {
     REQUIRE((drive[i] = tess_malloc(3000)) != NULL, "a block of 3000 bytes");
-    tess_free(tess_malloc(12));
+    tess_free(tess_malloc(8)); /* class 16, also with a word for the requested size */
   }
   REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
   printf("sweep: slabs of 224, 16 and 2048 bytes: %llu, %llu, %llu\n",
