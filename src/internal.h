@@ -459,7 +459,8 @@ static inline tess_page_t *tessi_heap_span_take_exact(tess_heap_t *h, size_t pag
   return d;
 }
 /* When the exact length is not kept: a span up to TESS_SPAN_SLACK pages
- * longer, or NULL, and the miss counted (heap.c). */
+ * longer (TESS_SPAN_SLACK_WIDE for a widened heap), or NULL, and the miss
+ * counted (heap.c). */
 tess_page_t *tessi_heap_span_take_longer(tess_heap_t *h, size_t pages);
 /* A kept span of `pages` to `pages` + TESS_SPAN_SLACK (_WIDE) pages, or NULL.
  * (0 pages, a size within a page of SIZE_MAX rounded up, finds none.) */
