@@ -41,9 +41,9 @@
  * costs 1.5 % more instructions at one thread (borrowings start and end
  * more often) at the same wall time. 8x: 0.1 MiB less again (the classes
  * up to 1 KiB find a lender), which pays for TESS_SPAN_SLACK_WIDE, at 3 %
- * more of the allocator's instructions at one thread and the same wall
- * time; workload B unchanged (an early version cost it calls per second;
- * none now, 3 x 15 s per host). */
+ * more of the allocator's instructions at one thread, wall times within
+ * their spread; workload B unchanged (an early version cost it calls per
+ * second; none now, 3 x 15 s per host). */
 #define TESS_BORROW_WINDOW 8
 
 #define TESS_SPAN_CACHE_PAGES 32 /* large spans a heap may keep: 1..32 pages */
