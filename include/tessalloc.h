@@ -83,7 +83,7 @@ TESS_API void tess_thread_cleanup(void);
  * not taken at one instant); read with the program quiescent, they add up
  * exactly. See docs/mechanisms/stats.md. */
 
-#define TESS_STATS_VERSION 2
+#define TESS_STATS_VERSION 3
 #define TESS_STATS_MAX_CLASSES 64
 
 struct tess_class_stats {
@@ -137,6 +137,16 @@ struct tess_stats {
   uint64_t deferred_span_bytes; /* fixed mode: spans freed while their partition was locked,
                                    waiting for its next holder (free: not in the footprint) */
   uint64_t orphaned_slabs[TESS_STATS_MAX_CLASSES]; /* slabs of each class no heap holds */
+  /* Version 3. Large allocations that no heap's span cache served, each a
+   * trip to a partition and its lock (aligned ones and spans over 32 pages
+   * always go). Fixed mode: of those, the trips made while the heap's
+   * cache had its narrow budget, the ones of these that found the
+   * partition locked, and the calls in which a heap widened its cache for
+   * that (docs/mechanisms/fixed-heap.md); 0 in OS mode. */
+  uint64_t span_trips;
+  uint64_t span_trips_narrow;
+  uint64_t span_trips_busy;
+  uint64_t span_widenings;
 };
 
 /* Fills *out (struct_size = sizeof *out as the caller was compiled; an

@@ -242,12 +242,16 @@ void tessi_heap_span_shrink(tess_heap_t *h) {
 }
 
 void tessi_heap_span_trip(tess_heap_t *h) {
+  TESS_STAT_ADD(h->stats.span_trips, 1);
   /* (outside a fixed region, both budgets are the same: nothing to learn) */
   if (h->span_wide || !tessi_primary->is_fixed) return;
   h->span_trips++;
-  if (tessi_pages_busy(h->home) && ++h->span_busy >= WIDE_BUSY_MIN &&
-      h->span_busy * WIDE_BUSY_SHARE >= h->span_trips) {
+  TESS_STAT_ADD(h->stats.span_trips_narrow, 1);
+  if (!tessi_pages_busy(h->home)) return;
+  TESS_STAT_ADD(h->stats.span_trips_busy, 1);
+  if (++h->span_busy >= WIDE_BUSY_MIN && h->span_busy * WIDE_BUSY_SHARE >= h->span_trips) {
     h->span_wide = true;
+    TESS_STAT_ADD(h->stats.span_widenings, 1);
   }
 }
 

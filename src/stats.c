@@ -36,6 +36,7 @@ typedef struct totals_s {
   tess_slab_census_t census; /* what the slab states count */
   uint64_t span[8];           /* large_allocs .. huge_bytes_out, in struct order */
   uint64_t requested_in, requested_out;
+  uint64_t trips[4]; /* span_trips .. span_widenings, in struct order */
   uint64_t heaps;
 } totals_t;
 
@@ -54,6 +55,8 @@ static void add_heap(totals_t *t, const tess_heap_stats_t *s) {
   for (unsigned i = 0; i < 8; i++) t->span[i] += load(&span[i]);
   t->requested_in += load(&s->requested_in);
   t->requested_out += load(&s->requested_out);
+  const uint64_t *trips = &s->span_trips;
+  for (unsigned i = 0; i < 4; i++) t->trips[i] += load(&trips[i]);
 }
 
 /* What h's borrowing classes counted so far in their own class, moved to
@@ -133,6 +136,10 @@ static void merge_counters_locked(struct tess_stats *s) {
   s->peak_live_bytes = total_peak;
   s->heaps_in_use = t.heaps; /* less the pooled ones, below */
   s->requested_live_bytes = difference(t.requested_in, t.requested_out);
+  s->span_trips = t.trips[0];
+  s->span_trips_narrow = t.trips[1];
+  s->span_trips_busy = t.trips[2];
+  s->span_widenings = t.trips[3];
 }
 
 void tessi_stats_merge(struct tess_stats *s) {
@@ -284,6 +291,12 @@ size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int6
   field(&w, "deferred_span_bytes", s->deferred_span_bytes);
   put_span(&w, "large", &s->large);
   put_span(&w, "huge", &s->huge);
+  put(&w, ",\"span_trips\":{\"all\":");
+  put_u64(&w, s->span_trips);
+  field(&w, "narrow", s->span_trips_narrow);
+  field(&w, "busy", s->span_trips_busy);
+  field(&w, "widenings", s->span_widenings);
+  put(&w, "}");
   put(&w, ",\"classes\":[");
   bool first = true;
   for (unsigned c = 0; c < s->class_count; c++) {

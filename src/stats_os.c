@@ -106,6 +106,14 @@ static size_t format_table(char *buf, size_t size, const struct tess_stats *s) {
       (unsigned long long)s->large.live, mib(s->large.live_bytes),
       (unsigned long long)s->large.allocs, (unsigned long long)s->huge.live,
       mib(s->huge.live_bytes), (unsigned long long)s->huge.allocs);
+  OUT("  large allocations from a partition, not a heap's span cache: %llu",
+      (unsigned long long)s->span_trips);
+  if (s->fixed) {
+    OUT(" (%llu with a narrow budget, %llu of those found it locked; %llu widenings)",
+        (unsigned long long)s->span_trips_narrow, (unsigned long long)s->span_trips_busy,
+        (unsigned long long)s->span_widenings);
+  }
+  OUT("\n");
   OUT("  %8s %12s %12s %10s %11s %11s %7s %11s %6s\n", "block", "allocs", "frees", "live",
       "live KiB", "peak KiB", "slabs", "slab KiB", "frag");
   for (unsigned c = 0; c < s->class_count; c++) {

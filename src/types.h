@@ -231,6 +231,10 @@ typedef struct tess_heap_stats_s {
   uint64_t large_allocs, large_frees, large_bytes_in, large_bytes_out;
   uint64_t huge_allocs, huge_frees, huge_bytes_in, huge_bytes_out;
   uint64_t requested_in, requested_out; /* built with TESS_STATS_REQUESTED */
+  /* large allocations the span cache did not serve (trips to a partition);
+   * fixed mode: those made while the heap was narrow, the ones of those
+   * that found the partition busy, and the calls in which it widened */
+  uint64_t span_trips, span_trips_narrow, span_trips_busy, span_widenings;
 } tess_heap_stats_t;
 
 typedef struct tess_heap_s {

@@ -683,6 +683,28 @@ static void *kept_when_busy(void *arg) {
   return kept_after_freeing(&b->kept);
 }
 
+/* The statistics' trips between two reads around one kept_when_busy call
+ * (nothing else allocates meanwhile). Its heap starts with an empty span
+ * cache (a fixed heap's is drained when it is given back): the first page
+ * is a trip, each block taken while the lock is held a busy one, and the
+ * 8 blocks of 32 KiB 8 more, narrow unless the fourth busy trip widened
+ * the heap. */
+static void check_trips_counted(const struct tess_stats *a, const struct tess_stats *b,
+                                uint64_t busy, uint64_t widenings) {
+  uint64_t all = b->span_trips - a->span_trips;
+  uint64_t narrow = b->span_trips_narrow - a->span_trips_narrow;
+  CHECK(b->span_trips_busy - a->span_trips_busy == busy, "%llu busy trips counted, not %llu",
+        (unsigned long long)(b->span_trips_busy - a->span_trips_busy), (unsigned long long)busy);
+  CHECK(b->span_widenings - a->span_widenings == widenings, "%llu widenings counted, not %llu",
+        (unsigned long long)(b->span_widenings - a->span_widenings),
+        (unsigned long long)widenings);
+  CHECK(narrow >= busy && all >= busy + 8, "%llu trips, %llu narrow, after %llu busy ones",
+        (unsigned long long)all, (unsigned long long)narrow, (unsigned long long)busy);
+  CHECK(widenings ? narrow <= busy + 1 : narrow == all,
+        "%llu of %llu trips narrow, with %llu widenings", (unsigned long long)narrow,
+        (unsigned long long)all, (unsigned long long)widenings);
+}
+
 /* A heap alone keeps 256 KiB of spans; once 7 more heaps are in use, its
  * next miss sheds what exceeds its share. `arg`: the bytes given back. */
 static pthread_barrier_t shed_barrier;
@@ -742,10 +764,16 @@ static void shared_cache(void) {
   pthread_barrier_wait(&holders_barrier);
   REQUIRE(pthread_create(&measure, NULL, kept_after_freeing, &shared) == 0, "spawn");
   pthread_join(measure, NULL);
+  struct tess_stats before_busy, after_once, after_busy;
+  REQUIRE(tess_stats_get(&before_busy, sizeof before_busy) == 0, "tess_stats_get");
   REQUIRE(pthread_create(&measure, NULL, kept_when_busy, &busy_once) == 0, "spawn");
   pthread_join(measure, NULL);
+  REQUIRE(tess_stats_get(&after_once, sizeof after_once) == 0, "tess_stats_get");
   REQUIRE(pthread_create(&measure, NULL, kept_when_busy, &busy) == 0, "spawn");
   pthread_join(measure, NULL);
+  REQUIRE(tess_stats_get(&after_busy, sizeof after_busy) == 0, "tess_stats_get");
+  check_trips_counted(&before_busy, &after_once, 1, 0);
+  check_trips_counted(&after_once, &after_busy, 4, 1);
   pthread_barrier_wait(&holders_barrier);
   for (int i = 0; i < HOLDERS; i++) pthread_join(holders[i], NULL);
   pthread_barrier_destroy(&holders_barrier);
@@ -1086,7 +1114,7 @@ static void census(void) {
   struct tess_stats s;
   REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
   census_free(&s, "in the call");
-  CHECK(s.version == 2 && s.slab_free_current > 0 && s.slab_free_held > 0,
+  CHECK(s.version == TESS_STATS_VERSION && s.slab_free_current > 0 && s.slab_free_held > 0,
         "in the call: %llu free in the current slab, %llu in the others",
         (unsigned long long)s.slab_free_current, (unsigned long long)s.slab_free_held);
   CHECK(s.slab_free_orphaned == 0 && s.orphaned_slabs[cls] == 0, "orphans before the call's end");

@@ -57,6 +57,11 @@ static void test_single_thread(void) {
   CHECK(DELTA(large.live_bytes) == LARGE * 49 * 4096ull, "large bytes %llu",
         (unsigned long long)DELTA(large.live_bytes));
   CHECK(DELTA(huge.allocs) == 1 && DELTA(huge.live_bytes) >= (40ull << 20), "huge");
+  /* 49 pages: longer than any span a heap keeps, so each is a trip */
+  CHECK(DELTA(span_trips) == LARGE, "%llu trips to a partition for %d large blocks",
+        (unsigned long long)DELTA(span_trips), LARGE);
+  CHECK(after.span_trips_narrow == 0 && after.span_trips_busy == 0 && after.span_widenings == 0,
+        "fixed-mode trip counts in OS mode");
   CHECK(DELTA(allocs) == SMALL + MEDIUM + LARGE + 1, "total allocs %llu",
         (unsigned long long)DELTA(allocs));
   CHECK(after.classes[c24].slabs >= 1 &&

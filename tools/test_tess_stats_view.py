@@ -79,7 +79,7 @@ def sample(step: int) -> dict[str, Any]:
     large = span(step + 1, step, 102400)
     footprint = slab_bytes + (step + 1) * 102400 + 16384
     return {
-        "tessalloc": "0.1.0", "version": 2, "time_ms": 500 * step,
+        "tessalloc": "0.1.0", "version": 3, "time_ms": 500 * step,
         "mode": "os", "footprint": footprint,
         "peak_footprint": footprint, "region_bytes": 1 << 36,
         "committed": footprint, "decommitted": 0, "heaps_in_use": 1,
@@ -92,7 +92,9 @@ def sample(step: int) -> dict[str, Any]:
         "fragmentation": round(1 - live / slab_bytes, 4),
         "slab_free": {"current": slab_bytes - live, "held": 0, "orphaned": 0, "pending": 0},
         "empty_slab_bytes": 0, "kept_span_bytes": 0, "deferred_span_bytes": 0,
-        "large": large, "huge": span(0, 0, 0), "classes": classes}
+        "large": large, "huge": span(0, 0, 0),
+        "span_trips": {"all": step + 1, "narrow": 0, "busy": 0, "widenings": 0},
+        "classes": classes}
 
 
 def holder_of(line: dict[str, Any], path: tuple[Any, ...]) -> Any:
@@ -150,17 +152,28 @@ class SchemaTest(unittest.TestCase):
     def test_real_line_is_valid(self) -> None:
         self.assert_valid(json.loads(REAL_LINE))  # version 1: no slab_free
 
-    def test_version_2_needs_its_fields(self) -> None:
-        for path in (("slab_free",), ("empty_slab_bytes",), ("kept_span_bytes",),
-                     ("deferred_span_bytes",),
-                     ("slab_free", "pending"),
-                     ("classes", 0, "orphaned_slabs")):
+    def test_versions_2_and_3_need_their_fields(self) -> None:
+        for version in (2, 3):
+            for path in (("slab_free",), ("empty_slab_bytes",), ("kept_span_bytes",),
+                         ("deferred_span_bytes",),
+                         ("slab_free", "pending"),
+                         ("classes", 0, "orphaned_slabs")):
+                with self.subTest(version=version, missing=path):
+                    line = sample(1)
+                    line["version"] = version
+                    del holder_of(line, path)[path[-1]]
+                    self.assert_invalid(line)
+        for path in (("span_trips",), ("span_trips", "widenings")):
             with self.subTest(missing=path):
                 line = sample(1)
                 del holder_of(line, path)[path[-1]]
                 self.assert_invalid(line)
         line = sample(1)
-        line["version"] = 3
+        line["version"] = 2
+        del line["span_trips"]
+        self.assert_valid(line)  # a version 2 line has none
+        line = sample(1)
+        line["version"] = 4
         self.assert_invalid(line)
 
     def test_no_classes_and_no_time_are_valid(self) -> None:
@@ -171,11 +184,12 @@ class SchemaTest(unittest.TestCase):
         self.assert_valid(line)
 
     def test_extra_property_is_invalid(self) -> None:
-        for where in ("top", "large", "class"):
+        for where in ("top", "large", "class", "span_trips"):
             with self.subTest(where=where):
                 line = sample(1)
                 target = {"top": line, "large": line["large"],
-                          "class": line["classes"][0]}[where]
+                          "class": line["classes"][0],
+                          "span_trips": line["span_trips"]}[where]
                 target["extra"] = 1
                 self.assert_invalid(line)
 
