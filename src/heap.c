@@ -36,10 +36,11 @@ tess_heap_stats_t tessi_stats_shared;
  * and the footprint counter and took about 7x snmalloc's time; 6 heaps'
  * worth 1.9x; 8 about snmalloc's, at 4.9-5.0 MiB. A heap therefore shares
  * SPAN_SHARED_WIDE heaps' worth once its trips find the partition busy
- * (tessi_heap_span_trip): on 2 CPUs that is 0.15 % of the sample's trips
- * and nobody widens; on 16 cores every heap does. Set when a heap is
- * taken or given back; a heap over a budget that shrank sheds the excess
- * at its next miss (tessi_heap_span_missed). */
+ * (tessi_heap_span_trip): on 2 CPUs 0.1-3 % of the sample's trips, from
+ * lock holders that lost their CPU, and with all 16 at once 0-7 heaps
+ * widen (3 in most runs), late in their calls; on 16 cores every heap
+ * does. Set when a heap is taken or given back; a heap over a budget that
+ * shrank sheds the excess at its next miss (span_missed). */
 #define SPAN_SHARED_BY 3
 #define SPAN_SHARED_WIDE 8
 /* A heap widens after WIDE_BUSY_MIN trips that found the partition busy,
