@@ -243,15 +243,23 @@ static void put_fragmentation(writer_t *w, uint64_t live, uint64_t slab) {
   put(w, frac);
 }
 
-static void put_span(writer_t *w, const char *name, const struct tess_span_stats *s) {
+/* ,"name":{"keys[0]":values[0],...} */
+static void put_object(writer_t *w, const char *name, const char *const keys[4],
+                       const uint64_t values[4]) {
   put(w, ",\"");
   put(w, name);
-  put(w, "\":{\"allocs\":");
-  put_u64(w, s->allocs);
-  field(w, "frees", s->frees);
-  field(w, "live", s->live);
-  field(w, "live_bytes", s->live_bytes);
+  put(w, "\":{\"");
+  put(w, keys[0]);
+  put(w, "\":");
+  put_u64(w, values[0]);
+  for (unsigned i = 1; i < 4; i++) field(w, keys[i], values[i]);
   put(w, "}");
+}
+
+static void put_span(writer_t *w, const char *name, const struct tess_span_stats *s) {
+  static const char *const keys[4] = {"allocs", "frees", "live", "live_bytes"};
+  const uint64_t values[4] = {s->allocs, s->frees, s->live, s->live_bytes};
+  put_object(w, name, keys, values);
 }
 
 size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int64_t time_ms,
@@ -280,23 +288,19 @@ size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int6
   uint64_t slab_live = 0;
   for (unsigned c = 0; c < s->class_count; c++) slab_live += s->classes[c].live_bytes;
   put_fragmentation(&w, slab_live, s->slab_bytes);
-  put(&w, ",\"slab_free\":{\"current\":");
-  put_u64(&w, s->slab_free_current);
-  field(&w, "held", s->slab_free_held);
-  field(&w, "orphaned", s->slab_free_orphaned);
-  field(&w, "pending", s->slab_free_pending);
-  put(&w, "}");
+  static const char *const free_keys[4] = {"current", "held", "orphaned", "pending"};
+  const uint64_t free_bytes[4] = {s->slab_free_current, s->slab_free_held,
+                                  s->slab_free_orphaned, s->slab_free_pending};
+  put_object(&w, "slab_free", free_keys, free_bytes);
   field(&w, "empty_slab_bytes", s->empty_slab_bytes);
   field(&w, "kept_span_bytes", s->kept_span_bytes);
   field(&w, "deferred_span_bytes", s->deferred_span_bytes);
   put_span(&w, "large", &s->large);
   put_span(&w, "huge", &s->huge);
-  put(&w, ",\"span_trips\":{\"all\":");
-  put_u64(&w, s->span_trips);
-  field(&w, "narrow", s->span_trips_narrow);
-  field(&w, "busy", s->span_trips_busy);
-  field(&w, "widenings", s->span_widenings);
-  put(&w, "}");
+  static const char *const trip_keys[4] = {"all", "narrow", "busy", "widenings"};
+  const uint64_t trips[4] = {s->span_trips, s->span_trips_narrow, s->span_trips_busy,
+                             s->span_widenings};
+  put_object(&w, "span_trips", trip_keys, trips);
   put(&w, ",\"classes\":[");
   bool first = true;
   for (unsigned c = 0; c < s->class_count; c++) {
