@@ -244,7 +244,7 @@ static uint32_t region_open_next(tess_region_t *r, uint32_t open) {
  * while heaps still spread over several locks. */
 static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t pages,
                                    size_t align_pages, uint8_t kind, bool *is_zero,
-                                   tess_partition_t **from) {
+                                   tess_partition_t **from, bool may_open) {
   uint32_t open = tessi_open_partitions(r);
   /* more than any partition holds (the last is the largest): only a run
    * across them (the caller) */
@@ -261,15 +261,50 @@ static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t page
         }
       }
     }
-    if (open >= r->partition_count) return NULL;
+    if (!may_open || open >= r->partition_count) return NULL;
     open = region_open_next(r, open);
   }
+}
+
+/* A request of at least this many pages is big in fixed region r: a
+ * thirty-second of a partition, and never one a heap's span cache keeps. */
+static size_t big_pages(const tess_region_t *r) {
+  size_t each = r->partitions[0].end_page - r->partitions[0].first_page;
+  return TESS_MAX(each / 32, (size_t)TESS_SPAN_CACHE_PAGES + 1);
+}
+
+/* A big request in a fixed region: the lowest run of free pages at a
+ * partition boundary that fits (tessi_span_alloc_across), else a span
+ * inside an open partition, else runs into the next partitions, opened one
+ * by one. Placed inside partitions from their starts, blocks of a
+ * sizeable fraction of a partition left a tail in every one: 1 MiB blocks
+ * filled only 48 MiB of a 64 MiB region (16 partitions of 3.93 MiB), 3
+ * MiB blocks 47; packed across the boundaries, they fill it. Big blocks
+ * are seldom made, and each holds every partition lock once. */
+static tess_page_t *alloc_big_in_fixed(tess_region_t *r, unsigned start, size_t pages,
+                                       size_t align_pages, uint8_t kind, bool *is_zero,
+                                       tess_partition_t **from) {
+  uint32_t open = tessi_open_partitions(r);
+  tess_page_t *d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero);
+  if (d == NULL) {
+    d = alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from, false);
+    if (d != NULL) return d;
+  }
+  while (d == NULL && open < r->partition_count) {
+    open = region_open_next(r, open);
+    d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero);
+  }
+  if (d != NULL) *from = tessi_partition_of(r, d);
+  return d;
 }
 
 static tess_page_t *alloc_in_region(tess_region_t *r, unsigned start, size_t pages,
                                     size_t align_pages, uint8_t kind, bool *is_zero,
                                     tess_partition_t **from) {
-  if (r->is_fixed) return alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from);
+  if (r->is_fixed && r->partition_count > 1 && pages >= big_pages(r)) {
+    return alloc_big_in_fixed(r, start, pages, align_pages, kind, is_zero, from);
+  }
+  if (r->is_fixed) return alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from, true);
   for (unsigned k = 0; k < r->partition_count; k++) {
     tess_partition_t *p = &r->partitions[(start + k) % r->partition_count];
     tess_page_t *d = tessi_span_alloc(p, pages, align_pages, kind, is_zero, true);

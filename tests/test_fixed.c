@@ -317,6 +317,50 @@ static void big_blocks(void) {
   free(list.ptr);
 }
 
+/* ---------------------------------------------------- big blocks packed */
+
+/* Blocks of one size fill the region, however large a part of a partition
+ * each is: all of it but the descriptors (1/64), 1 % and the block that no
+ * longer fits. Each placed inside one partition, 1 MiB blocks filled only
+ * 48 MiB of 64 (a tail of 0.93 MiB left in each of 16 partitions). */
+static size_t uniform_bytes;
+static size_t uniform_size(size_t i) {
+  (void)i;
+  return uniform_bytes;
+}
+
+static void fill_big(void) {
+  size_t region = 64 * MiB;
+  init_region(region);
+  static const size_t sizes[] = {300 << 10, 700 << 10, MiB, 3 * MiB / 2, 3000 << 10, 5000 << 10};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    uniform_bytes = sizes[k];
+    block_list_t list = {0};
+    size_t first = fill_up(&list, uniform_size);
+    size_t floor = region - region / 64 - region / 100 - uniform_bytes;
+    printf("fill-big: %zu blocks of %zu KiB, %.2f of %zu MiB\n", list.count, uniform_bytes >> 10,
+           (double)first / (double)MiB, region / MiB);
+    CHECK(first >= floor, "%zu-KiB blocks: %zu bytes, fewer than %zu", uniform_bytes >> 10, first,
+          floor);
+    /* whole blocks written, then read: none overlaps another */
+    for (size_t i = 0; i < list.count; i++) pat_fill(list.ptr[i], uniform_bytes, i);
+    for (size_t i = 0; i < list.count; i++) {
+      REQUIRE(pat_check(list.ptr[i], uniform_bytes, i) == PAT_OK, "block %zu of %zu KiB", i,
+              uniform_bytes >> 10);
+    }
+    CHECK_HEAP("the region full of big blocks");
+    free_all(&list);
+    tess_thread_cleanup();
+    size_t second = fill_up(&list, uniform_size);
+    CHECK(second == first, "%zu-KiB blocks: %zu bytes after the frees, %zu before",
+          uniform_bytes >> 10, second, first);
+    free_all(&list);
+    tess_thread_cleanup();
+    free(list.ptr);
+  }
+  check_guards();
+}
+
 /* --------------------------------------------------------------- low-end */
 
 #define LOW_END_THREADS 16
@@ -1301,6 +1345,7 @@ typedef struct scenario_s {
 static const scenario_t scenarios[] = {
     {"integrity", integrity},   {"exhaustion-small", exhaustion_small},
     {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks},
+    {"fill-big", fill_big},
     {"low-end", low_end},       {"borrow", borrow},  {"sweep", sweep},
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
