@@ -585,19 +585,6 @@ void tessi_huge_fork_child(void);
 
 /* ----------------------------------------------------------------- stats */
 struct tess_stats;
-/* Who holds a slab, for the census's free bytes. */
-enum { TESS_HOLDER_CURRENT, TESS_HOLDER_HEAP, TESS_HOLDER_ORPHANS, TESS_HOLDERS };
-typedef struct tess_slab_census_s {
-  /* out[c]: blocks every slab of class c counts out (allocated, or freed
-   * by another thread and still on a list), the current slabs' bias left
-   * out */
-  uint64_t out[TESS_CLASSES];
-  uint64_t orphaned[TESS_CLASSES]; /* slabs of class c no heap holds */
-  /* bytes of those slabs not in blocks out, by holder */
-  uint64_t free_bytes[TESS_HOLDERS];
-  uint64_t empty_bytes; /* empty slabs kept in heaps' caches (no class) */
-  uint64_t kept_bytes;  /* freed large spans kept in heaps' caches */
-} tess_slab_census_t;
 /* Every slab (and kept span) of every region, counted (check.c): with
  * its partitions locked when `lock`; without, a span changing meanwhile
  * may be counted wrong. */

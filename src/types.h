@@ -292,6 +292,23 @@ typedef struct tess_class_info_s {
   uint8_t first_slot, slot_count;
 } tess_class_info_t;
 
+/* --------------------------------------------------------- slab census */
+
+/* Who holds a slab, for the census's free bytes. */
+enum { TESS_HOLDER_CURRENT, TESS_HOLDER_HEAP, TESS_HOLDER_ORPHANS, TESS_HOLDERS };
+/* Every slab counted (check.c), for the statistics (stats.c). */
+typedef struct tess_slab_census_s {
+  /* out[c]: blocks every slab of class c counts out (allocated, or freed
+   * by another thread and still on a list), the current slabs' bias left
+   * out */
+  uint64_t out[TESS_CLASSES];
+  uint64_t orphaned[TESS_CLASSES]; /* slabs of class c no heap holds */
+  /* bytes of those slabs not in blocks out, by holder */
+  uint64_t free_bytes[TESS_HOLDERS];
+  uint64_t empty_bytes; /* empty slabs kept in heaps' caches (no class) */
+  uint64_t kept_bytes;  /* freed large spans kept in heaps' caches */
+} tess_slab_census_t;
+
 /* ---------------------------------------------------------- huge blocks */
 
 typedef struct tess_huge_s {
