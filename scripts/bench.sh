@@ -12,9 +12,10 @@
 #   sample, 1..16 threads: the sample's table and a plot of time vs
 #   threads) and workload B (the fragmentation soak: footprint against live
 #   bytes over time). Writes docs/results/enclave/.
-# core: tessalloc against glibc, jemalloc, mimalloc 2 and mimalloc 3 as the
-#   process's malloc: three allocation mixes and callgrind instructions per
-#   malloc+free pair. Writes docs/results/core/.
+# core: tessalloc against glibc, jemalloc, mimalloc 2 and 3, tcmalloc,
+#   tbbmalloc, scudo, snmalloc and snmalloc-checks as the process's malloc:
+#   three allocation mixes and callgrind instructions per malloc+free pair.
+#   Writes docs/results/core/.
 # stats: what the always-on statistics counters cost: callgrind
 #   instructions per malloc+free pair against a build without them (the
 #   script configures that one in <build>-nocounters). Writes
