@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots a tessalloc statistics series (JSON lines, docs/stats.schema.json).
 
-    tess_stats_view.py SERIES.jsonl [--out DIR] [--title TEXT]
+    tess_stats_view.py SERIES.jsonl [--out DIR] [--title TEXT] [--skip-invalid]
 
 SERIES.jsonl holds one statistics object per line, as written with
 TESS_STATS=json (and an interval for a series); blank lines are ignored.
@@ -16,7 +16,10 @@ and prints their paths:
                              (%, left axis) beside its slab MiB (right axis)
 
 Exit status: 0 written, 2 a bad command line or an unreadable or invalid
-input (the message names the line).
+input (the message names the line). --skip-invalid skips the lines that
+are not JSON and says how many: a process killed or replaced by exec()
+while it appends a line to a TESS_STATS_FILE that several processes share
+can leave that line cut short, run into the next one.
 
 Needs matplotlib (pip install matplotlib); draws with its Agg backend.
 """
@@ -58,6 +61,10 @@ class SeriesError(Exception):
     """An input file that cannot be read or is not a statistics series."""
 
 
+class NotJsonError(SeriesError):
+    """A line that is not JSON at all (cut short, or run into the next)."""
+
+
 def is_number(value: object) -> bool:
     """True for a JSON number (int or float, not bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -93,7 +100,7 @@ def parse_line(text: str, where: str) -> dict[str, Any]:
     try:
         sample = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SeriesError(f"{where}: not valid JSON: {exc.msg} "
+        raise NotJsonError(f"{where}: not valid JSON: {exc.msg} "
                           f"(column {exc.colno})") from exc
     problem = check_sample(sample)
     if problem is not None:
@@ -102,11 +109,14 @@ def parse_line(text: str, where: str) -> dict[str, Any]:
     return sample
 
 
-def read_series(path: Path | str) -> list[dict[str, Any]]:
+def read_series(path: Path | str, skipped: list[int] | None = None
+                ) -> list[dict[str, Any]]:
     """Reads a JSON-lines statistics file: one dict per non-blank line.
 
     Raises SeriesError (message "FILE:LINE: why") for an unreadable file,
     a line that is not UTF-8 or JSON or lacks required keys, or no lines.
+    With a list for `skipped`, a line that is not UTF-8 or not JSON is left
+    out instead, and its number appended there.
     """
     path = Path(path)
     try:
@@ -118,10 +128,16 @@ def read_series(path: Path | str) -> list[dict[str, Any]]:
         where = f"{path}:{number}"
         try:
             text = line.decode("utf-8")
+            if text.strip():
+                series.append(parse_line(text, where))
         except UnicodeDecodeError as exc:
-            raise SeriesError(f"{where}: not UTF-8 text") from exc
-        if text.strip():
-            series.append(parse_line(text, where))
+            if skipped is None:
+                raise SeriesError(f"{where}: not UTF-8 text") from exc
+            skipped.append(number)
+        except NotJsonError:
+            if skipped is None:
+                raise
+            skipped.append(number)
     if not series:
         raise SeriesError(f"{path}: no statistics lines")
     return series
@@ -243,6 +259,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "(default: the input file's directory)")
     parser.add_argument("--title", default=None, metavar="TEXT",
                         help="title of the plots (default: the file name)")
+    parser.add_argument("--skip-invalid", action="store_true",
+                        help="leave out the lines that are not JSON (cut "
+                             "short by a process that ended while writing "
+                             "them) instead of refusing the file")
     return parser.parse_args(argv)
 
 
@@ -252,11 +272,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     series_path: Path = args.series
     out_dir: Path = args.out if args.out is not None else series_path.parent
     title: str = args.title if args.title is not None else series_path.name
+    skipped: list[int] | None = [] if args.skip_invalid else None
     try:
-        series = read_series(series_path)
+        series = read_series(series_path, skipped)
+    except NotJsonError as exc:
+        print(f"tess_stats_view: {exc} (--skip-invalid leaves such lines "
+              "out)", file=sys.stderr)
+        return 2
     except SeriesError as exc:
         print(f"tess_stats_view: {exc}", file=sys.stderr)
         return 2
+    if skipped:
+        shown = ", ".join(str(n) for n in skipped[:10])
+        more = f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""
+        print(f"tess_stats_view: {series_path}: left out {len(skipped)} "
+              f"line(s) that are not JSON: {shown}{more}", file=sys.stderr)
     stem = series_path.stem
     footprint_png = out_dir / f"{stem}_footprint.png"
     fragmentation_png = out_dir / f"{stem}_fragmentation.png"

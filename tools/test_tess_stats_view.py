@@ -304,6 +304,31 @@ class ViewerTest(unittest.TestCase):
         self.assert_bad_input(good + "\n" + '{"footprint": 1,\n' + good, 3,
                               "not valid JSON")
 
+    def test_skip_invalid_leaves_out_cut_lines(self) -> None:
+        good = series_text([sample(0)])
+        cut = REAL_LINE[:40] + REAL_LINE  # cut short, run into the next
+        self.assert_bad_input(good + cut + "\n" + good, 2,
+                              "--skip-invalid leaves such lines out")
+        self.series.write_bytes((good + cut + "\n" + good).encode()
+                                + b"\xff\n")  # and a line not UTF-8
+        status, stdout, stderr = run_main(
+            [str(self.series), "--out", str(self.dir), "--skip-invalid"])
+        self.assertEqual(status, 0, stderr)
+        self.assertIn("left out 2 line(s) that are not JSON: 2, 4", stderr)
+        self.assertEqual(len(stdout.splitlines()), 2)
+        skipped: list[int] = []
+        self.assertEqual(len(view.read_series(self.series, skipped)), 2)
+        self.assertEqual(skipped, [2, 4])
+
+    def test_skip_invalid_still_refuses_bad_objects(self) -> None:
+        line = sample(1)
+        del line["classes"]
+        self.series.write_text(series_text([sample(0), line]),
+                               encoding="utf-8")
+        status, _, stderr = run_main([str(self.series), "--skip-invalid"])
+        self.assertEqual(status, 2)
+        self.assertIn("missing required key(s): classes", stderr)
+
     def test_missing_key_exits_2(self) -> None:
         line = sample(1)
         del line["slab_bytes"]
