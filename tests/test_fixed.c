@@ -225,7 +225,12 @@ static void integrity(void) {
 
 /* ------------------------------------------------------------ exhaustion */
 
-static void exhaustion_in(size_t region, size_t (*sizes)(size_t), const char *what) {
+/* Fills a region of `region` bytes with blocks of `sizes`: at least
+ * `min_percent` of it holds requested bytes (the rest is rounding to size
+ * classes and pages, descriptors and a heap), then again after every
+ * block is freed. */
+static void exhaustion_in(size_t region, size_t (*sizes)(size_t), const char *what,
+                          unsigned min_percent) {
   block_list_t list = {0};
   size_t first = fill_up(&list, sizes);
   free_all(&list);
@@ -233,7 +238,8 @@ static void exhaustion_in(size_t region, size_t (*sizes)(size_t), const char *wh
   size_t second = fill_up(&list, sizes);
   printf("exhaustion: %zu KiB region, %s: %zu then %zu bytes\n", region >> 10, what, first,
          second);
-  CHECK(first > region / 2, "%s: only %zu of %zu bytes", what, first, region);
+  CHECK(first >= region / 100 * min_percent, "%s: only %zu of %zu bytes (%u %% expected)", what,
+        first, region, min_percent);
   CHECK(second * 100 >= first * 99 && second <= first + first / 100,
         "%s: second fill %zu not within 1%% of the first %zu", what, second, first);
   free_all(&list);
@@ -242,15 +248,18 @@ static void exhaustion_in(size_t region, size_t (*sizes)(size_t), const char *wh
 
 static void exhaustion_small(void) {
   init_region(MiB);
-  exhaustion_in(MiB, small_sizes, "small sizes");
-  exhaustion_in(MiB, mixed_sizes, "mixed sizes");
+  /* measured: 78 % and 87 % (a 16 KiB heap and 5 pages of header and
+   * descriptors are 2 % of 1 MiB each) */
+  exhaustion_in(MiB, small_sizes, "small sizes", 72);
+  exhaustion_in(MiB, mixed_sizes, "mixed sizes", 80);
 }
 
 static void exhaustion_large(void) {
   init_region(64 * MiB);
-  exhaustion_in(64 * MiB, small_sizes, "small sizes");
-  exhaustion_in(64 * MiB, page_sizes, "page spans");
-  exhaustion_in(64 * MiB, mixed_sizes, "mixed sizes");
+  /* measured: 87.6 %, 95.2 % and 93.9 % */
+  exhaustion_in(64 * MiB, small_sizes, "small sizes", 82);
+  exhaustion_in(64 * MiB, page_sizes, "page spans", 90);
+  exhaustion_in(64 * MiB, mixed_sizes, "mixed sizes", 88);
 }
 
 /* ------------------------------------------------------------ big blocks */
