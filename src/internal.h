@@ -234,10 +234,11 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
  * the partition's deferred stack, which whoever takes the lock next
  * empties first (span.c). */
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
-/* Fixed regions, when no partition alone has room: a run of free pages
- * across partition boundaries (locks them all). NULL when there is none. */
+/* Fixed regions: the lowest run of free pages across partition boundaries
+ * that fits, or with `inside` the lowest run or span (locks them all).
+ * NULL when there is none. */
 tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
-                                     uint8_t kind, bool *is_zero);
+                                     uint8_t kind, bool *is_zero, bool inside);
 /* Empties every deferred stack of r; the caller holds all its locks. */
 void tessi_span_drain_deferred(tess_region_t *r);
 /* Bytes of the spans on the partitions' deferred stacks now (a read of

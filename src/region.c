@@ -244,7 +244,7 @@ static uint32_t region_open_next(tess_region_t *r, uint32_t open) {
  * while heaps still spread over several locks. */
 static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t pages,
                                    size_t align_pages, uint8_t kind, bool *is_zero,
-                                   tess_partition_t **from, bool may_open) {
+                                   tess_partition_t **from) {
   uint32_t open = tessi_open_partitions(r);
   /* more than any partition holds (the last is the largest): only a run
    * across them (the caller) */
@@ -261,7 +261,7 @@ static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t page
         }
       }
     }
-    if (!may_open || open >= r->partition_count) return NULL;
+    if (open >= r->partition_count) return NULL;
     open = region_open_next(r, open);
   }
 }
@@ -273,26 +273,22 @@ static size_t big_pages(const tess_region_t *r) {
   return TESS_MAX(each / 32, (size_t)TESS_SPAN_CACHE_PAGES + 1);
 }
 
-/* A big request in a fixed region: the lowest run of free pages at a
- * partition boundary that fits (tessi_span_alloc_across), else a span
- * inside an open partition, else runs into the next partitions, opened one
- * by one. Placed inside partitions from their starts, blocks of a
- * sizeable fraction of a partition left a tail in every one: 1 MiB blocks
- * filled only 48 MiB of a 64 MiB region (16 partitions of 3.93 MiB), 3
- * MiB blocks 47; packed across the boundaries, they fill it. Big blocks
- * are seldom made, and each holds every partition lock once. */
-static tess_page_t *alloc_big_in_fixed(tess_region_t *r, unsigned start, size_t pages,
-                                       size_t align_pages, uint8_t kind, bool *is_zero,
-                                       tess_partition_t **from) {
+/* A big request in a fixed region: the lowest span or run of free pages
+ * that fits, in the open partitions or across their boundaries, else runs
+ * into the next partitions, opened one by one (address-ordered first fit,
+ * dlmalloc's kind of placement for big blocks). Placed inside partitions
+ * from their starts, blocks of a sizeable fraction of a partition left a
+ * tail in every one: 1 MiB blocks filled only 48 MiB of a 64 MiB region
+ * (16 partitions of 3.93 MiB), 3 MiB blocks 47; packed across the
+ * boundaries, they fill it. Big blocks are seldom made, and each holds
+ * every partition lock once. */
+static tess_page_t *alloc_big_in_fixed(tess_region_t *r, size_t pages, size_t align_pages,
+                                       uint8_t kind, bool *is_zero, tess_partition_t **from) {
   uint32_t open = tessi_open_partitions(r);
-  tess_page_t *d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero);
-  if (d == NULL) {
-    d = alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from, false);
-    if (d != NULL) return d;
-  }
+  tess_page_t *d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero, true);
   while (d == NULL && open < r->partition_count) {
     open = region_open_next(r, open);
-    d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero);
+    d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero, true);
   }
   if (d != NULL) *from = tessi_partition_of(r, d);
   return d;
@@ -302,9 +298,9 @@ static tess_page_t *alloc_in_region(tess_region_t *r, unsigned start, size_t pag
                                     size_t align_pages, uint8_t kind, bool *is_zero,
                                     tess_partition_t **from) {
   if (r->is_fixed && r->partition_count > 1 && pages >= big_pages(r)) {
-    return alloc_big_in_fixed(r, start, pages, align_pages, kind, is_zero, from);
+    return alloc_big_in_fixed(r, pages, align_pages, kind, is_zero, from);
   }
-  if (r->is_fixed) return alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from, true);
+  if (r->is_fixed) return alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from);
   for (unsigned k = 0; k < r->partition_count; k++) {
     tess_partition_t *p = &r->partitions[(start + k) % r->partition_count];
     tess_page_t *d = tessi_span_alloc(p, pages, align_pages, kind, is_zero, true);
@@ -331,7 +327,7 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
     /* the region is all there is: a run across the open partitions, or
      * across them and the next ones, opened one by one */
     for (uint32_t open = tessi_open_partitions(home_region);;) {
-      d = tessi_span_alloc_across(home_region, pages, align_pages, kind, is_zero);
+      d = tessi_span_alloc_across(home_region, pages, align_pages, kind, is_zero, false);
       if (d != NULL) {
         *from = tessi_partition_of(home_region, d);
         return d;

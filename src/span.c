@@ -553,15 +553,36 @@ static void give_back_locked(tess_region_t *r, tess_page_t *start, size_t pages,
   }
 }
 
-/* A fixed region's last resort, for a request larger than any one
- * partition can serve: a run of free pages that crosses the boundaries of
- * open partitions (the tail span of one partition, whole free partitions,
- * the head span of the next). Holds every lock of the region, in order; no
- * other code holds two partition locks (fork's handlers take them all in
- * the same order). The block stays one span; tessi_pages_free splits it
- * again when it is freed. */
+/* The free span of p at the lowest address that holds `pages` after its
+ * lead to `align` bytes (*lead), or NULL; p's lock is held. Spans of the
+ * bins below pages' bin are all shorter; every span of the bins from it
+ * up is looked at, which only big requests do. */
+static tess_page_t *lowest_fit(tess_partition_t *p, size_t pages, size_t align, size_t *lead) {
+  tess_page_t *best = NULL;
+  for (unsigned b = bin_of(pages); b < TESS_SPAN_BINS; b++) {
+    if (!((p->nonempty[b >> 6] >> (b & 63)) & 1)) continue;
+    for (tess_page_t *d = p->bins[b]; d != NULL; d = d->next) {
+      size_t d_lead = align_lead(p->region, d, align);
+      if (d->u.span.pages >= d_lead + pages && (best == NULL || d < best)) {
+        best = d;
+        *lead = d_lead;
+      }
+    }
+  }
+  return best;
+}
+
+/* A run of free pages in the open partitions of fixed region r, which may
+ * cross their boundaries (the tail span of one partition, whole free
+ * partitions, the head span of the next): with `inside`, the lowest run or
+ * span that fits (for big requests); without, the lowest run that crosses
+ * a boundary (the last resort of a request no partition alone can serve).
+ * Holds every lock of the region, in order; no other code holds two
+ * partition locks (fork's handlers take them all in the same order). A
+ * block across a boundary stays one span; tessi_pages_free splits it again
+ * when it is freed. */
 tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
-                                     uint8_t kind, bool *is_zero) {
+                                     uint8_t kind, bool *is_zero, bool inside) {
   size_t align = (size_t)TESS_MAX(align_pages, (size_t)1) << TESS_PAGE_SHIFT;
   tessi_partitions_lock(r);
   tessi_span_drain_deferred(r);
@@ -579,6 +600,10 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
         break;
       }
       if (at_start->u.span.pages == p->end_page - p->first_page) continue; /* and past it */
+    }
+    if (inside && (found = lowest_fit(p, pages, align, &lead)) != NULL) {
+      run_pages = found->u.span.pages;
+      break;
     }
     run = free_span_at_end(p); /* a run may start at p's end */
     run_pages = run != NULL ? (size_t)(end_page(p) - run) : 0;
