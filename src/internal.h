@@ -247,8 +247,13 @@ size_t tessi_span_deferred_bytes(void);
 /* Empties every deferred stack, waiting for each partition's lock (the
  * out-of-memory path: spans freed while it trimmed count too). */
 void tessi_span_drain_all(void);
-/* Grow an allocated span in place by taking `extra` pages right of it. */
+/* Grow an allocated span in place by taking `extra` pages right of it:
+ * in its partition p, or (fixed regions) from a run of free pages that may
+ * cross the boundaries of the open partitions (locks them all; a run too
+ * short that ends where they end sets *short_at_limit). */
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra);
+bool tessi_span_grow_across(tess_region_t *r, tess_page_t *head, size_t pages, size_t extra,
+                            bool *short_at_limit);
 /* Purge every partition that has spans overdue; one load when none is
  * (inline: a fixed region never schedules one). Called from allocation
  * slow paths, so memory goes back even when no span is freed later. */
@@ -264,6 +269,9 @@ static inline void tessi_purge_if_due(void) {
 tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t align_pages,
                                uint8_t kind, bool *is_zero, tess_partition_t **from);
 void tessi_pages_free(tess_page_t *head, size_t pages);
+/* Grow a span of region r in place by `extra` pages (tessi_span_grow; a
+ * big one of a fixed region across partition boundaries too). */
+bool tessi_pages_grow(tess_region_t *r, tess_page_t *head, size_t pages, size_t extra);
 
 /* Doubly linked lists of span heads through their next/prev: a heap's bins,
  * full list, the orphan lists. */

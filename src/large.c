@@ -40,13 +40,12 @@ bool tessi_large_resize(tess_region_t *r, tess_page_t *d, size_t size) {
   size_t old = d->u.span.pages;
   if (pages == 0) pages = 1;
   if (pages == old) return true;
-  tess_partition_t *p = tessi_partition_of(r, d);
   if (pages < old) {
     d->u.span.pages = (uint32_t)pages;
     tessi_pages_free(d + pages, old - pages);
     return true;
   }
-  if (pages > UINT32_MAX || !tessi_span_grow(p, d, old, pages - old)) return false;
+  if (pages > UINT32_MAX || !tessi_pages_grow(r, d, old, pages - old)) return false;
   d->u.span.pages = (uint32_t)pages;
   return true;
 }

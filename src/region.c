@@ -359,6 +359,20 @@ void tessi_pages_free(tess_page_t *head, size_t pages) {
   }
 }
 
+bool tessi_pages_grow(tess_region_t *r, tess_page_t *head, size_t pages, size_t extra) {
+  if (tessi_span_grow(tessi_partition_of(r, head), head, pages, extra)) return true;
+  /* a big block grows on into the next partitions, as into dlmalloc's top
+   * chunk: placed lowest, it mostly has free pages after it (opened when
+   * the run reaches the last open partition's end) */
+  if (!r->is_fixed || r->partition_count == 1 || pages + extra < big_pages(r)) return false;
+  for (uint32_t open = tessi_open_partitions(r);;) {
+    bool short_at_limit;
+    if (tessi_span_grow_across(r, head, pages, extra, &short_at_limit)) return true;
+    if (!short_at_limit || open >= r->partition_count) return false;
+    open = region_open_next(r, open);
+  }
+}
+
 void *tessi_meta_alloc(size_t bytes) {
   bytes = tessi_align_up(bytes, 64);
   tessi_lock(&meta.lock);

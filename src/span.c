@@ -553,6 +553,42 @@ static void give_back_locked(tess_region_t *r, tess_page_t *start, size_t pages,
   }
 }
 
+/* Takes the free spans of [run, run + run_pages) out of their partitions
+ * and gives back the `lead` pages before the `pages` wanted and those after
+ * them; returns the spans' merged flags. Every lock of r is held. */
+static uint16_t run_take_locked(tess_region_t *r, tess_page_t *run, size_t run_pages, size_t lead,
+                                size_t pages) {
+  uint16_t flags = TESS_SPAN_ZERO;
+  for (tess_page_t *d = run; d < run + run_pages;) {
+    tess_partition_t *p = tessi_partition_of(r, d);
+    size_t span = d->u.span.pages;
+    flags = merge_flags(flags, d->flags);
+    bin_remove(p, d);
+    p->free_pages -= span;
+    if (span > 1) clear_desc(d + span - 1);
+    clear_desc(d);
+    d += span;
+  }
+  size_t trail = run_pages - lead - pages;
+  if (lead > 0) give_back_locked(r, run, lead, flags);
+  if (trail > 0) give_back_locked(r, run + lead + pages, trail, flags);
+  return flags;
+}
+
+/* After run_take_locked: the footprint takes what every open partition of
+ * r handed out, and the locks go. */
+static void run_done(tess_region_t *r) {
+  footprint_change_t change = {0, false};
+  unsigned open = tessi_open_partitions(r); /* none opens: its lock is held */
+  for (unsigned i = 0; i < open; i++) {
+    footprint_change_t one = partition_count(&r->partitions[i]);
+    change.bound += one.bound;
+    change.grew |= one.grew;
+  }
+  tessi_partitions_unlock(r);
+  footprint_apply(change, NULL);
+}
+
 /* The free span of p at the lowest address that holds `pages` after its
  * lead to `align` bytes (*lead), or NULL; p's lock is held. Spans of the
  * bins below pages' bin are all shorter; every span of the bins from it
@@ -616,34 +652,39 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
     tessi_partitions_unlock(r);
     return NULL;
   }
-  /* take every free span of the run out of its partition, then give back
-   * what lies before and after the block */
-  uint16_t flags = TESS_SPAN_ZERO;
-  for (tess_page_t *d = found; d < found + run_pages;) {
-    tess_partition_t *p = tessi_partition_of(r, d);
-    size_t span = d->u.span.pages;
-    flags = merge_flags(flags, d->flags);
-    bin_remove(p, d);
-    p->free_pages -= span;
-    if (span > 1) clear_desc(d + span - 1);
-    clear_desc(d);
-    d += span;
-  }
-  size_t trail = run_pages - lead - pages;
-  if (lead > 0) give_back_locked(r, found, lead, flags);
-  if (trail > 0) give_back_locked(r, found + lead + pages, trail, flags);
+  uint16_t flags = run_take_locked(r, found, run_pages, lead, pages);
   found[lead].kind = kind;
   found[lead].u.span.pages = (uint32_t)pages;
-  footprint_change_t change = {0, false};
-  for (unsigned i = 0; i < open; i++) {
-    footprint_change_t one = partition_count(&r->partitions[i]);
-    change.bound += one.bound;
-    change.grew |= one.grew;
-  }
-  tessi_partitions_unlock(r);
-  footprint_apply(change, NULL);
+  run_done(r);
   *is_zero = (flags & TESS_SPAN_ZERO) != 0;
   return found + lead;
+}
+
+bool tessi_span_grow_across(tess_region_t *r, tess_page_t *head, size_t pages, size_t extra,
+                            bool *short_at_limit) {
+  tess_page_t *right = head + pages;
+  tessi_partitions_lock(r);
+  tessi_span_drain_deferred(r);
+  tess_page_t *limit = &r->pages[r->partitions[tessi_open_partitions(r) - 1].end_page];
+  size_t run_pages = 0;
+  /* free spans from right on, on into the next partition while each ends
+   * at its partition's end */
+  tess_page_t *d = right;
+  while (run_pages < extra && d < limit && kind_of(d) == TESS_PAGE_FREE) {
+    tess_partition_t *p = tessi_partition_of(r, d);
+    run_pages += d->u.span.pages;
+    d += d->u.span.pages;
+    if (d != end_page(p)) break;
+  }
+  bool ok = run_pages >= extra;
+  *short_at_limit = !ok && d == limit;
+  if (ok) run_take_locked(r, right, run_pages, 0, extra);
+  if (ok) {
+    run_done(r);
+  } else {
+    tessi_partitions_unlock(r);
+  }
+  return ok;
 }
 
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra) {

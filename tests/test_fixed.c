@@ -370,6 +370,39 @@ static void fill_big(void) {
   check_guards();
 }
 
+/* A buffer grown by realloc, half again at each step, with small blocks
+ * made between the steps: it grows in place into the pages after it, on
+ * into the next partitions, until the next step alone would not fit in
+ * the region (moved at each step, it stopped at 29 MiB of 64: the old
+ * copy and the new one side by side; placed lowest but moved, at 19). */
+static void grow_big(void) {
+  size_t region = 64 * MiB;
+  init_region(region);
+  unsigned char *buf = NULL;
+  size_t size = 0, next = 4096, smalls = 0;
+  for (;;) {
+    unsigned char *grown = tess_realloc(buf, next);
+    if (grown == NULL) {
+      CHECK(errno == ENOMEM, "realloc to %zu failed with errno %d", next, errno);
+      break;
+    }
+    for (size_t i = 0; i < size; i += 4096) {
+      REQUIRE(grown[i] == (unsigned char)(i >> 12), "byte %zu of %zu lost by realloc", i, size);
+    }
+    for (size_t i = size; i < next; i++) grown[i] = (unsigned char)(i >> 12);
+    buf = grown;
+    size = next;
+    next = size + size / 2;
+    for (int k = 0; k < 64; k++, smalls++) REQUIRE(tess_malloc(100 + 37 * (size_t)k), "small");
+  }
+  printf("grow-big: a buffer reached %zu KiB of %zu (the next step, %zu KiB, did not fit), with "
+         "%zu small blocks\n", size >> 10, region >> 10, next >> 10, smalls);
+  CHECK(next > region - region / 64 - region / 100, "the buffer stopped at %zu bytes", size);
+  CHECK_HEAP("with the grown buffer");
+  tess_free(buf);
+  check_guards();
+}
+
 /* --------------------------------------------------------------- low-end */
 
 #define LOW_END_THREADS 16
@@ -1354,7 +1387,7 @@ typedef struct scenario_s {
 static const scenario_t scenarios[] = {
     {"integrity", integrity},   {"exhaustion-small", exhaustion_small},
     {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks},
-    {"fill-big", fill_big},
+    {"fill-big", fill_big},       {"grow-big", grow_big},
     {"low-end", low_end},       {"borrow", borrow},  {"sweep", sweep},
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
