@@ -678,8 +678,8 @@ bool tessi_span_grow_across(tess_region_t *r, tess_page_t *head, size_t pages, s
   }
   bool ok = run_pages >= extra;
   *short_at_limit = !ok && d == limit;
-  if (ok) run_take_locked(r, right, run_pages, 0, extra);
   if (ok) {
+    run_take_locked(r, right, run_pages, 0, extra);
     run_done(r);
   } else {
     tessi_partitions_unlock(r);
