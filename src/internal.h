@@ -235,7 +235,8 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
  * empties first (span.c). */
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
 /* Fixed regions: the lowest run of free pages across partition boundaries
- * that fits, or with `inside` the lowest run or span (locks them all).
+ * that fits, or with `inside` the lowest run or span (locks every open
+ * partition).
  * NULL when there is none. */
 tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
                                      uint8_t kind, bool *is_zero, bool inside);
@@ -249,7 +250,7 @@ size_t tessi_span_deferred_bytes(void);
 void tessi_span_drain_all(void);
 /* Grow an allocated span in place by taking `extra` pages right of it:
  * in its partition p, or (fixed regions) from a run of free pages that may
- * cross the boundaries of the open partitions (locks them all; a run too
+ * cross the boundaries of the open partitions (locks every one; a run too
  * short that ends where they end sets *short_at_limit). */
 bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_t extra);
 bool tessi_span_grow_across(tess_region_t *r, tess_page_t *head, size_t pages, size_t extra,

@@ -553,6 +553,21 @@ static void give_back_locked(tess_region_t *r, tess_page_t *start, size_t pages,
   }
 }
 
+/* Locks the open partitions of fixed region r in order (the others hold no
+ * span: one opened meanwhile is wholly free, and is left out) and empties
+ * their deferred stacks; returns how many they are. In a region of many
+ * GiB, 8 of 1024 partitions may be open. */
+static unsigned open_lock_all(tess_region_t *r) {
+  unsigned open = tessi_open_partitions(r);
+  for (unsigned i = 0; i < open; i++) tessi_lock(&r->partitions[i].lock);
+  for (unsigned i = 0; i < open; i++) deferred_drain_locked(&r->partitions[i]);
+  return open;
+}
+
+static void open_unlock_all(tess_region_t *r, unsigned open) {
+  for (unsigned i = open; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
+}
+
 /* Takes the free spans of [run, run + run_pages) out of their partitions
  * and gives back the `lead` pages before the `pages` wanted and those after
  * them; returns the spans' merged flags. Every lock of r is held. */
@@ -575,17 +590,16 @@ static uint16_t run_take_locked(tess_region_t *r, tess_page_t *run, size_t run_p
   return flags;
 }
 
-/* After run_take_locked: the footprint takes what every open partition of
- * r handed out, and the locks go. */
-static void run_done(tess_region_t *r) {
+/* After run_take_locked: the footprint takes what the `open` partitions of
+ * r locked by open_lock_all handed out, and their locks go. */
+static void run_done(tess_region_t *r, unsigned open) {
   footprint_change_t change = {0, false};
-  unsigned open = tessi_open_partitions(r); /* none opens: its lock is held */
   for (unsigned i = 0; i < open; i++) {
     footprint_change_t one = partition_count(&r->partitions[i]);
     change.bound += one.bound;
     change.grew |= one.grew;
   }
-  tessi_partitions_unlock(r);
+  open_unlock_all(r, open);
   footprint_apply(change, NULL);
 }
 
@@ -613,18 +627,16 @@ static tess_page_t *lowest_fit(tess_partition_t *p, size_t pages, size_t align, 
  * partitions, the head span of the next): with `inside`, the lowest run or
  * span that fits (for big requests); without, the lowest run that crosses
  * a boundary (the last resort of a request no partition alone can serve).
- * Holds every lock of the region, in order; no other code holds two
- * partition locks (fork's handlers take them all in the same order). A
+ * Holds the lock of every open partition, in order; no other code holds
+ * two partition locks (fork's handlers take them all in the same order). A
  * block across a boundary stays one span; tessi_pages_free splits it again
  * when it is freed. */
 tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
                                      uint8_t kind, bool *is_zero, bool inside) {
   size_t align = (size_t)TESS_MAX(align_pages, (size_t)1) << TESS_PAGE_SHIFT;
-  tessi_partitions_lock(r);
-  tessi_span_drain_deferred(r);
+  unsigned open = open_lock_all(r);
   tess_page_t *run = NULL, *found = NULL; /* run: free pages up to the end of a partition */
   size_t run_pages = 0, lead = 0;
-  unsigned open = tessi_open_partitions(r); /* the others are not laid */
   for (unsigned i = 0; i < open && found == NULL; i++) {
     tess_partition_t *p = &r->partitions[i];
     tess_page_t *at_start = free_span_at_start(p);
@@ -649,13 +661,13 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
     }
   }
   if (found == NULL) {
-    tessi_partitions_unlock(r);
+    open_unlock_all(r, open);
     return NULL;
   }
   uint16_t flags = run_take_locked(r, found, run_pages, lead, pages);
   found[lead].kind = kind;
   found[lead].u.span.pages = (uint32_t)pages;
-  run_done(r);
+  run_done(r, open);
   *is_zero = (flags & TESS_SPAN_ZERO) != 0;
   return found + lead;
 }
@@ -663,9 +675,8 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
 bool tessi_span_grow_across(tess_region_t *r, tess_page_t *head, size_t pages, size_t extra,
                             bool *short_at_limit) {
   tess_page_t *right = head + pages;
-  tessi_partitions_lock(r);
-  tessi_span_drain_deferred(r);
-  tess_page_t *limit = &r->pages[r->partitions[tessi_open_partitions(r) - 1].end_page];
+  unsigned open = open_lock_all(r);
+  tess_page_t *limit = &r->pages[r->partitions[open - 1].end_page];
   size_t run_pages = 0;
   /* free spans from right on, on into the next partition while each ends
    * at its partition's end */
@@ -680,9 +691,9 @@ bool tessi_span_grow_across(tess_region_t *r, tess_page_t *head, size_t pages, s
   *short_at_limit = !ok && d == limit;
   if (ok) {
     run_take_locked(r, right, run_pages, 0, extra);
-    run_done(r);
+    run_done(r, open);
   } else {
-    tessi_partitions_unlock(r);
+    open_unlock_all(r, open);
   }
   return ok;
 }
