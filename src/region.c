@@ -377,7 +377,21 @@ void *tessi_meta_alloc(size_t bytes) {
   bytes = tessi_align_up(bytes, 64);
   tessi_lock(&meta.lock);
   if (meta.end - meta.cursor < bytes) {
-    size_t pages = (TESS_MAX(bytes, (size_t)16 << 10) + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+    size_t want = TESS_MAX(bytes, (size_t)16 << 10);
+    /* a fixed region's first chunk holds a heap for each partition and one
+     * more, or 1/512 of the region where that is more (64 heaps at most),
+     * side by side where the region starts: a chunk carved later, never
+     * freed, lies wherever pages are free then; with a 40 MiB block live,
+     * 4 threads' heaps split 64 MiB so that 40 MiB was the largest block
+     * left once all was free. Workload B's 21 heaps fit in its 128 KiB,
+     * and OE's sample's 16 threads in its 91 KiB (they took 6 chunks of
+     * 16 KiB before). */
+    if (meta.end == 0 && tessi_primary->is_fixed) {
+      size_t heaps = TESS_MAX((size_t)tessi_primary->partition_count + 1,
+                              tessi_primary->size / 512 / bytes);
+      want = TESS_MAX(want, TESS_MIN(heaps, (size_t)64) * bytes);
+    }
+    size_t pages = (want + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
     tess_partition_t *from;
     bool zero;
     tess_page_t *d =

@@ -639,10 +639,10 @@ static void deferred(void) {
   size_t footprint_after = footprint_now(), largest_after = largest_block();
   printf("deferred: footprint %zu -> %zu KiB, largest block %zu -> %zu KiB\n",
          footprint_before >> 10, footprint_after >> 10, largest_before >> 10, largest_after >> 10);
-  /* every span back; more only for heaps made since (a thread may start
-   * while a release trims the pool's coldest heap, which is out of the
-   * pool meanwhile: heap.c, tessi_heap_release), each at most a 16 KiB
-   * chunk of metadata, which may also split the largest free run */
+  /* every span back; more only for heaps made since (more of the threads
+   * ran at once than in the first round: on 2 CPUs they may run one after
+   * another), each at most a 16 KiB chunk of metadata, which may also
+   * split the largest free run */
   size_t new_heaps = heaps_made() - heaps_before;
   CHECK(footprint_after <= footprint_before + new_heaps * (16 << 10),
         "footprint %zu KiB, was %zu, with %zu heaps more", footprint_after >> 10,
@@ -650,6 +650,103 @@ static void deferred(void) {
   CHECK(new_heaps > 0 ? largest_after >= largest_before / 2 : largest_after == largest_before,
         "largest block %zu KiB, was %zu, with %zu heaps more", largest_after >> 10,
         largest_before >> 10, new_heaps);
+}
+
+/* --------------------------------------------------- reclaim, own heap */
+
+/* A thread fills the region with small blocks, another frees them all:
+ * the frees wait in the filler's full slabs (remote frees, collected at
+ * its next slow path of their class). Before it answers NULL, the filler
+ * collects them, so every size fits again, not only its own class. */
+static pthread_barrier_t own_barrier;
+static block_list_t own_blocks;
+
+static void *fill_then_ask(void *arg) {
+  (void)arg;
+  fill_up(&own_blocks, uniform_size);
+  pthread_barrier_wait(&own_barrier); /* full */
+  pthread_barrier_wait(&own_barrier); /* all freed by main */
+  static const size_t sizes[] = {8 * MiB, MiB, 5000, 3000};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    void *p = tess_malloc(sizes[i]);
+    CHECK(p != NULL, "the filler's malloc(%zu) with nothing live: errno %d", sizes[i], errno);
+    if (p != NULL) memset(p, 0x3C, sizes[i]);
+    tess_free(p);
+  }
+  tess_thread_cleanup();
+  return NULL;
+}
+
+static void reclaim_own(void) {
+  init_region(16 * MiB);
+  uniform_bytes = 100;
+  REQUIRE(pthread_barrier_init(&own_barrier, NULL, 2) == 0, "barrier");
+  pthread_t filler;
+  REQUIRE(pthread_create(&filler, NULL, fill_then_ask, NULL) == 0, "spawn");
+  pthread_barrier_wait(&own_barrier);
+  printf("reclaim-own: %zu blocks of 100 bytes filled 16 MiB; freed by another thread\n",
+         own_blocks.count);
+  free_all(&own_blocks);
+  pthread_barrier_wait(&own_barrier);
+  pthread_join(filler, NULL);
+  free(own_blocks.ptr);
+  check_guards();
+}
+
+/* ------------------------------------------------------- pool, pressure */
+
+/* Calls of 8 threads at a time, generation after generation, in a region
+ * too small for them (many allocations fail, so idle heaps are trimmed
+ * before NULL): heaps follow the threads running at once, and once all is
+ * free the region fits as many 1 MiB blocks as before. Heaps made while
+ * others were out of the pool to be trimmed were 12 to 30. */
+static void *pressed_calls(void *arg) {
+  uint64_t rng = (uintptr_t)arg;
+  for (int call = 0; call < 5; call++) {
+    void *blocks[200];
+    int n = 0;
+    for (int i = 0; i < 200; i++) {
+      uint64_t r = rng_next(&rng);
+      size_t size = r % 8 == 0 ? (r >> 8) % MiB : (r >> 8) % 2000;
+      void *p = tess_malloc(size);
+      if (p != NULL) {
+        memset(p, 1, size);
+        blocks[n++] = p;
+      }
+    }
+    while (n > 0) tess_free(blocks[--n]);
+    tess_thread_cleanup();
+  }
+  return NULL;
+}
+
+static size_t megabytes_that_fit(void) {
+  void *blocks[64];
+  size_t n = 0;
+  while (n < 64 && (blocks[n] = tess_malloc(MiB)) != NULL) n++;
+  for (size_t i = 0; i < n; i++) tess_free(blocks[i]);
+  return n;
+}
+
+static void pool_pressure(void) {
+  init_region(16 * MiB);
+  enum { THREADS = 8, GENERATIONS = 40 };
+  size_t before = megabytes_that_fit();
+  tess_thread_cleanup();
+  for (int g = 0; g < GENERATIONS; g++) {
+    pthread_t threads[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+      uintptr_t seed = (uintptr_t)(g * THREADS + i + 1);
+      REQUIRE(pthread_create(&threads[i], NULL, pressed_calls, (void *)seed) == 0, "spawn");
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(threads[i], NULL);
+  }
+  size_t heaps = heaps_made(), after = megabytes_that_fit();
+  printf("pool-pressure: %zu heaps for %d threads at once; 1 MiB blocks: %zu, then %zu\n", heaps,
+         THREADS, before, after);
+  CHECK(heaps <= THREADS + 1, "%zu heaps made for %d threads at once", heaps, THREADS);
+  CHECK(after == before, "%zu blocks of 1 MiB fit after, %zu before", after, before);
+  CHECK_HEAP("after calls under pressure");
 }
 
 /* ---------------------------------------------------------------- sweep */
@@ -1388,6 +1485,7 @@ static const scenario_t scenarios[] = {
     {"integrity", integrity},   {"exhaustion-small", exhaustion_small},
     {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks},
     {"fill-big", fill_big},       {"grow-big", grow_big},
+    {"reclaim-own", reclaim_own}, {"pool-pressure", pool_pressure},
     {"low-end", low_end},       {"borrow", borrow},  {"sweep", sweep},
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
