@@ -64,7 +64,7 @@ static void remove_locked(tess_huge_t *s) {
 void *tessi_huge_alloc(size_t size, size_t align) {
   size_t usable = tessi_align_up(TESS_MAX(size, (size_t)1), TESS_PAGE_SIZE);
   if (usable < size) return NULL;
-  void *p = tessi_plat_reserve(usable, TESS_MAX(align, TESS_PAGE_SIZE));
+  void *p = tessi_plat_map(usable, TESS_MAX(align, TESS_PAGE_SIZE));
   if (p == NULL) return NULL;
   tess_huge_t entry = {(uintptr_t)p, usable};
   tessi_lock(&huge.lock);

@@ -19,14 +19,21 @@
  * (a power of two >= the page size). NULL when none is available. */
 void *tessi_plat_reserve(size_t size, size_t align);
 
-/* Give back what reserve() returned (or a page-aligned part of it). */
+/* The same, for one block: charged against the system's commit limit, so
+ * that the OS refuses what it could not back (ENOMEM now, rather than the
+ * process killed for memory later); reserve()'s address space is not
+ * charged (a 64 GiB reservation on a smaller machine). */
+void *tessi_plat_map(size_t size, size_t align);
+
+/* Give back what reserve() or map() returned (or a page-aligned part of it). */
 void tessi_plat_release(void *addr, size_t size);
 
 /* Drop the contents of a page-aligned range; it reads as zero afterwards and
  * stays usable. Returns false when the platform cannot do it. */
 bool tessi_plat_decommit(void *addr, size_t size);
 
-/* Grow or shrink a mapping from reserve(); may move it. NULL on failure. */
+/* Grow or shrink a mapping from reserve() or map(); may move it. NULL on
+ * failure. */
 void *tessi_plat_remap(void *addr, size_t old_size, size_t new_size);
 
 /* Monotonic milliseconds, coarse (cheap) is fine. */

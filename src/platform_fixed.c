@@ -11,6 +11,12 @@ void *tessi_plat_reserve(size_t size, size_t align) {
   return NULL;
 }
 
+void *tessi_plat_map(size_t size, size_t align) {
+  (void)size;
+  (void)align;
+  return NULL;
+}
+
 void tessi_plat_release(void *addr, size_t size) {
   (void)addr;
   (void)size;

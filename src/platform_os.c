@@ -14,13 +14,12 @@
 
 extern char **environ;
 
-void *tessi_plat_reserve(size_t size, size_t align) {
-  int saved = errno; /* a failed reservation is not the caller's error */
+/* size bytes at a multiple of align: a larger mapping, trimmed */
+static void *map_aligned(size_t size, size_t align, int flags) {
+  int saved = errno; /* a failed mapping is not the caller's error */
   size_t span = size + align - TESS_PLAT_PAGE;
   if (span < size) return NULL;
-  /* MAP_NORESERVE: address space only; pages are charged when touched. */
-  char *raw =
-      mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
   if (raw == MAP_FAILED) {
     errno = saved;
     return NULL;
@@ -33,6 +32,14 @@ void *tessi_plat_reserve(size_t size, size_t align) {
   errno = saved;
   return (void *)start;
 }
+
+/* MAP_NORESERVE: address space, not charged against the commit limit;
+ * pages are allocated as they are touched. */
+void *tessi_plat_reserve(size_t size, size_t align) {
+  return map_aligned(size, align, MAP_NORESERVE);
+}
+
+void *tessi_plat_map(size_t size, size_t align) { return map_aligned(size, align, 0); }
 
 void tessi_plat_release(void *addr, size_t size) {
   int saved = errno;

@@ -116,6 +116,32 @@ static void test_enomem(void) {
         errno);
 }
 
+/* A block the machine could not back: where the kernel checks the commit
+ * charge (vm.overcommit_memory 0 or 2), 64 TiB is refused, and malloc
+ * answers ENOMEM as glibc's does. Mapped without its charge, it was
+ * handed out, and the process killed for memory once it was written. */
+static void test_beyond_memory(void) {
+  FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+  int mode = -1;
+  if (f != NULL) {
+    if (fscanf(f, "%d", &mode) != 1) mode = -1;
+    fclose(f);
+  }
+  if (mode != 0 && mode != 2) {
+    printf("beyond memory: vm.overcommit_memory is %d, the kernel grants anything: skipped\n",
+           mode);
+    return;
+  }
+  size_t n = opaque((size_t)1 << 46);
+  EXPECT_ENOMEM(tess_malloc(n), "malloc", n);
+  EXPECT_ENOMEM(tess_calloc(1, n), "calloc", n);
+  EXPECT_ENOMEM(tess_aligned_alloc(2 * MiB, n), "aligned_alloc(2MiB, n)", n);
+  void *live = tess_malloc(64 * MiB);
+  REQUIRE(live != NULL, "malloc(64 MiB)");
+  EXPECT_ENOMEM(tess_realloc(live, n), "realloc(64 MiB block, n)", n);
+  tess_free(live);
+}
+
 static void test_mul_overflow(void) {
   const size_t pairs[][2] = {
       {SIZE_MAX / 2 + 1, 2}, {2, SIZE_MAX / 2 + 1}, {(size_t)1 << 32, (size_t)1 << 32},
@@ -508,6 +534,7 @@ int main(void) {
   test_version();
   test_free_null();
   test_enomem();
+  test_beyond_memory();
   test_mul_overflow();
   test_calloc_zero();
   test_malloc_zero();
