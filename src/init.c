@@ -94,7 +94,8 @@ static bool init_os_locked(void) {
   }
   tessi_options_init();
   tessi_sizeclass_init((size_t)64 << 10, 8, TESS_SLAB_MAX_SIZE, 1);
-  tess_region_t *r = tessi_region_add_os(tessi_options.reserve, (size_t)64 << 20);
+  /* TESS_RESERVE, or less down to one region of 16 MiB (RLIMIT_AS) */
+  tess_region_t *r = tessi_region_add_os(tessi_options.reserve, (size_t)16 << 20);
   if (r == NULL) return false;
   make_primary(r);
   return true;

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,6 +138,47 @@ static void small_reserve(void) {
   printf("small-reserve: 160 MiB of large and %d small blocks through overflow regions\n", SMALL);
 }
 
+/* Address space the process has mapped now (VmSize), in bytes. */
+static size_t vm_size(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  REQUIRE(f != NULL, "/proc/self/status");
+  char line[256];
+  size_t kib = 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (sscanf(line, "VmSize: %zu kB", &kib) == 1) break;
+  }
+  fclose(f);
+  REQUIRE(kib > 0, "no VmSize in /proc/self/status");
+  return kib << 10;
+}
+
+/* Under an address-space limit (RLIMIT_AS: `ulimit -v`, a sandbox), the
+ * first reservation halves until the OS agrees, down to a region of 16
+ * MiB: with 40 MiB of address space left, blocks still come. It stopped
+ * at 64 MiB, and no allocation could be made at all. */
+static void address_limit(void) {
+  size_t limit = vm_size() + 40 * MiB;
+  struct rlimit lim = {limit, limit};
+  REQUIRE(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");
+  enum { LARGE = 8, SMALL = 2000 };
+  void *large[LARGE], *small[SMALL];
+  for (int i = 0; i < LARGE; i++) {
+    large[i] = tess_malloc(MiB);
+    REQUIRE(large[i] != NULL, "malloc(1 MiB) #%d under the limit", i);
+    pat_fill(large[i], MiB, 3);
+  }
+  for (int i = 0; i < SMALL; i++) {
+    small[i] = tess_malloc((size_t)(i % 500) + 1);
+    REQUIRE(small[i] != NULL, "small malloc #%d under the limit", i);
+  }
+  for (int i = 0; i < LARGE; i++) {
+    CHECK(pat_check(large[i], MiB, 3) == PAT_OK, "block #%d corrupted", i);
+    tess_free(large[i]);
+  }
+  for (int i = 0; i < SMALL; i++) tess_free(small[i]);
+  printf("address-limit: 8 MiB of blocks with 40 MiB of address space left\n");
+}
+
 static void bad_options(void) { tess_free(tess_malloc(100)); /* options were read at start-up */ }
 
 /* ---------------------------------------------------------------- driver */
@@ -157,6 +199,7 @@ static const scenario_t scenarios[] = {
     {"decommit-min", decommit_min, {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=12M"}, {0}},
     {"huge", huge, {"TESS_HUGE_THRESHOLD=4M"}, {0}},
     {"small-reserve", small_reserve, {"TESS_RESERVE=16M"}, {0}},
+    {"address-limit", address_limit, {0}, {0}},
     {"bad-options",
      bad_options,
      {"TESS_DECOMMIT_DELAY_MS=soon", "TESS_RESERVE=12Q", "TESS_PARTITIONS=99"},
