@@ -56,12 +56,15 @@ bool tessi_parse_size(const char *text, size_t *out) {
   return true;
 }
 
-static void read_size(const char *name, size_t *target, size_t min, size_t max) {
+/* `why`: the message for a value that does not parse or lies outside
+ * [min, max], which says what is expected (no formatting: the fixed
+ * platform links no printf). */
+static void read_size(const char *name, size_t *target, size_t min, size_t max, const char *why) {
   const char *text = tessi_plat_getenv(name);
   if (text == NULL) return;
   size_t value;
   if (!tessi_parse_size(text, &value) || value < min || value > max) {
-    tessi_warn(name, "ignored: expected a size such as 4096, 64K, 16M or 2G within range");
+    tessi_warn(name, why);
     return;
   }
   *target = value;
@@ -75,16 +78,23 @@ static bool same(const char *a, const char *b) {
 
 void tessi_options_init(void) {
   size_t value = tessi_options.decommit_delay_ms;
-  read_size("TESS_DECOMMIT_DELAY_MS", &value, 0, 3600u * 1000u);
+  read_size("TESS_DECOMMIT_DELAY_MS", &value, 0, 3600u * 1000u,
+            "ignored: expected milliseconds, 0 to 3600000");
   tessi_options.decommit_delay_ms = (uint32_t)value;
-  read_size("TESS_DECOMMIT_MIN", &tessi_options.decommit_min, TESS_PAGE_SIZE, SIZE_MAX / 2);
-  read_size("TESS_RESERVE", &tessi_options.reserve, (size_t)16 << 20, (size_t)1 << 42);
-  read_size("TESS_HUGE_THRESHOLD", &tessi_options.huge_threshold, (size_t)1 << 20, (size_t)1 << 40);
-  read_size("TESS_HEAP_CACHE", &tessi_options.heap_cache, 0, (size_t)1 << 30);
+  read_size("TESS_DECOMMIT_MIN", &tessi_options.decommit_min, TESS_PAGE_SIZE, SIZE_MAX / 2,
+            "ignored: expected a size of 4K or more, such as 64K or 2M");
+  read_size("TESS_RESERVE", &tessi_options.reserve, (size_t)16 << 20, (size_t)1 << 42,
+            "ignored: expected a size from 16M to 4T, such as 64G");
+  read_size("TESS_HUGE_THRESHOLD", &tessi_options.huge_threshold, (size_t)1 << 20, (size_t)1 << 40,
+            "ignored: expected a size from 1M to 1T, such as 16M");
+  read_size("TESS_HEAP_CACHE", &tessi_options.heap_cache, 0, (size_t)1 << 30,
+            "ignored: expected a size up to 1G, such as 512K");
   value = tessi_options.partitions;
-  read_size("TESS_PARTITIONS", &value, 0, TESS_MAX_PARTITIONS);
+  read_size("TESS_PARTITIONS", &value, 0, TESS_MAX_PARTITIONS,
+            "ignored: expected a number from 0 (one per CPU) to 16");
   tessi_options.partitions = (uint32_t)value;
-  read_size("TESS_HEAP_SIZE", &tessi_options.heap_size, (size_t)1 << 20, (size_t)1 << 42);
+  read_size("TESS_HEAP_SIZE", &tessi_options.heap_size, (size_t)1 << 20, (size_t)1 << 42,
+            "ignored: expected a size from 1M to 4T, such as 64M");
   const char *stats = tessi_plat_getenv("TESS_STATS");
   if (stats != NULL) {
     if (same(stats, "0") || stats[0] == '\0') {
@@ -98,7 +108,8 @@ void tessi_options_init(void) {
     }
   }
   value = tessi_options.stats_interval_ms;
-  read_size("TESS_STATS_INTERVAL_MS", &value, 0, 24u * 3600u * 1000u);
+  read_size("TESS_STATS_INTERVAL_MS", &value, 0, 24u * 3600u * 1000u,
+            "ignored: expected milliseconds, 0 to 86400000");
   tessi_options.stats_interval_ms = (uint32_t)value;
   const char *file = tessi_plat_getenv("TESS_STATS_FILE");
   if (file != NULL && file[0] != '\0') tessi_options.stats_file = file;

@@ -46,18 +46,22 @@ static void write_all(int fd, const char *text, size_t len) {
   }
 }
 
-/* Appends text to TESS_STATS_FILE, or writes it to standard error. */
+/* Appends text to TESS_STATS_FILE, or writes it to standard error (also
+ * when the file cannot be opened, which is said once). output_lock is
+ * held. */
 static void emit(const char *text, size_t len) {
   int saved = errno;
+  int fd = STDERR_FILENO;
   if (tessi_options.stats_file != NULL) {
-    int fd = open(tessi_options.stats_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      write_all(fd, text, len);
-      close(fd);
+    fd = open(tessi_options.stats_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    static bool warned;
+    if (fd < 0 && !warned) {
+      warned = true;
+      tessi_warn("TESS_STATS_FILE", "cannot be opened for appending: statistics on stderr");
     }
-  } else {
-    write_all(STDERR_FILENO, text, len);
   }
+  write_all(fd >= 0 ? fd : STDERR_FILENO, text, len);
+  if (fd >= 0 && fd != STDERR_FILENO) close(fd);
   errno = saved;
 }
 

@@ -7,7 +7,8 @@
   frees <= allocs, slab bytes >= live slab bytes);
 - TESS_STATS=1: the table names its columns and the size classes in use;
 - TESS_STATS_INTERVAL_MS + TESS_STATS_FILE: a series of JSON lines, one
-  per interval, with growing time_ms;
+  per interval, with growing time_ms; a TESS_STATS_FILE that cannot be
+  opened is said once, and the report goes to standard error;
 - mallinfo2() and malloc_info() called through ctypes: malloc_info's XML
   parses and has glibc's shape, and mallinfo2 agrees with it.
 
@@ -135,6 +136,17 @@ class StatsPreload(unittest.TestCase):
         self.check_consistent(reports[0])
         self.assertEqual(reports[0]["mode"], "fixed")
         self.assertEqual(reports[0]["region_bytes"], 256 << 20)
+
+    def test_unwritable_file_falls_back_to_stderr(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            missing = Path(tmp) / "no-such-dir" / "stats.json"
+            proc = run_python(WORKLOAD, {"TESS_STATS": "json",
+                                         "TESS_STATS_FILE": str(missing)})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("tessalloc: TESS_STATS_FILE: cannot be opened", proc.stderr)
+        reports = own_reports(proc)
+        self.assertEqual(len(reports), 1, proc.stderr[-2000:])
+        self.check_consistent(reports[0])
 
     def test_table_at_exit(self) -> None:
         proc = run_python(WORKLOAD, {"TESS_STATS": "1"})
