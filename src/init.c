@@ -20,7 +20,10 @@
 _Atomic(int) tessi_ready;
 static tess_lock_t init_lock;
 
+__thread bool tessi_tls_exiting;
+
 static void thread_exit(void *heap) {
+  tessi_tls_exiting = true;
   /* only the heap the thread holds: one it handed back early is in the
    * pool, maybe in another thread's hands */
   if (heap == tessi_tls_heap) tessi_heap_release(heap);

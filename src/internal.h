@@ -626,6 +626,9 @@ extern _Atomic(int) tessi_ready;
 bool tessi_ensure_init(void);
 /* Arrange for h to be released when the calling thread exits. */
 void tessi_thread_attach(tess_heap_t *h);
+/* The calling thread's exit destructor has run (init.c): a heap it takes
+ * again, for an allocation in a later destructor, goes back at once. */
+extern __thread bool tessi_tls_exiting;
 
 #pragma GCC visibility pop
 
