@@ -1019,12 +1019,6 @@ static tess_heap_t *pool_take(bool *trimming) {
   return h;
 }
 
-static void pool_trimming_add(int delta) {
-  tessi_lock(&pool.lock);
-  pool.trimming += (size_t)delta;
-  tessi_unlock(&pool.lock);
-}
-
 bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
   size_t before = tessi_footprint(NULL);
   /* its own slabs first, as at the end of a call: other threads' frees
@@ -1036,7 +1030,9 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
   span_cache_drain(self);
   /* take every idle heap out while it is worked on, then put them back */
   tess_heap_t *taken = NULL;
-  pool_trimming_add(1);
+  tessi_lock(&pool.lock);
+  pool.trimming++;
+  tessi_unlock(&pool.lock);
   bool trimming;
   for (tess_heap_t *h; (h = pool_take(&trimming)) != NULL;) {
     heap_trim(h); /* in fixed mode its partial slabs become orphans */
