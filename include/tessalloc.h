@@ -154,6 +154,14 @@ struct tess_stats {
  * struct_size is below the version 1 prefix (offsetof classes). */
 TESS_API int tess_stats_get(struct tess_stats *out, size_t struct_size);
 
+/* Bytes of memory the allocator holds now: the pages of its regions handed
+ * out (to blocks, slabs, caches and heap structs) plus their headers and
+ * page descriptors (in fixed mode those laid so far); huge blocks' own
+ * mappings (OS mode) are not counted. *peak (when not NULL) receives the
+ * most it has been, exactly. No lock: one load per partition. 0 before
+ * the first allocation. */
+TESS_API size_t tess_footprint(size_t *peak);
+
 /* The statistics as one line of JSON (schema: docs/stats.schema.json).
  * Returns the length it has or would have (like snprintf); writes at most
  * buf_size bytes, always NUL-terminated when buf_size > 0. */

@@ -8,7 +8,12 @@
  * calls out of the enclave; oe_allocator_thread_cleanup may be followed by
  * frees from thread-exit destructors, which it tolerates.
  *
- * If OE's own headers are included first, their declarations are used. */
+ * If OE's own headers are included first, their declarations are used;
+ * include them first or not at all (this header declares OE's result type
+ * only as far as oe_allocator_mallinfo needs it, and openenclave/bits/
+ * result.h included after it would declare it again). A heap smaller than
+ * 1 MiB is not taken: every allocation then answers NULL and
+ * oe_allocator_mallinfo OE_FAILURE. */
 #ifndef TESSALLOC_OE_H
 #define TESSALLOC_OE_H
 
@@ -19,6 +24,7 @@ extern "C" {
 #endif
 
 #ifndef OE_ADVANCED_ALLOCATOR_H
+#define OE_ADVANCED_ALLOCATOR_H /* OE's allocator.h, included later, adds nothing */
 void oe_allocator_init(void *heap_start_address, void *heap_end_address);
 void oe_allocator_cleanup(void);
 void oe_allocator_thread_init(void);
@@ -33,14 +39,16 @@ size_t oe_allocator_malloc_usable_size(void *ptr);
 #endif
 
 #ifndef OE_ADVANCED_MALLINFO_H
-#ifndef _OE_BITS_RESULT_H
-/* OE's result codes that oe_allocator_mallinfo returns (same values). */
-typedef enum _oe_result { OE_OK = 0, OE_FAILURE = 1 } oe_result_t;
+#define OE_ADVANCED_MALLINFO_H /* OE's mallinfo.h, included later, adds nothing */
+#if !defined(_OE_BITS_RESULT_H) && !defined(_OE_BITS_RESULT) /* its guard, new and old */
+/* OE's result codes that oe_allocator_mallinfo returns (same values, and
+ * the same 4-byte size as OE's enum, whose last value is 0xffffffff). */
+typedef enum _oe_result { OE_OK = 0, OE_FAILURE = 1, __OE_RESULT_MAX = 0xffffffff } oe_result_t;
 #endif
 typedef struct _oe_mallinfo {
   size_t max_total_heap_size;         /* bytes that can be allocated in total */
-  size_t current_allocated_heap_size; /* bytes of the heap in use now */
-  size_t peak_allocated_heap_size;    /* highest value of the above */
+  size_t current_allocated_heap_size; /* bytes allocated at the moment */
+  size_t peak_allocated_heap_size;    /* highest value of the above seen */
 } oe_mallinfo_t;
 oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info);
 #endif

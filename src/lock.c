@@ -12,7 +12,7 @@ void tessi_lock_slow(tess_lock_t *lock) {
     }
     if (spins < 64) {
       spins++;
-      __builtin_ia32_pause();
+      tessi_cpu_relax();
     } else {
       tessi_plat_yield();
     }

@@ -25,13 +25,22 @@ void oe_allocator_thread_init(void) {}
 
 void oe_allocator_thread_cleanup(void) { tess_thread_cleanup(); }
 
+/* OE's fields: "number of bytes allocated at the moment" (the blocks
+ * live now, at their sizes, as dlmalloc's count is of its chunks in use,
+ * so that a call that frees all it allocated leaves it where it was) and
+ * the highest value it reached. The statistics see that peak at their
+ * reads and samples (each time the footprint grew by 1/64), not at every
+ * allocation, which would take a count every thread shares; a peak between
+ * two of them may be missed. The region's footprint and its exact peak
+ * are tess_footprint's. */
 oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   if (info == NULL || !atomic_load_explicit(&tessi_ready, memory_order_acquire)) {
     return OE_FAILURE;
   }
-  size_t peak;
-  info->current_allocated_heap_size = tessi_footprint(&peak);
-  info->peak_allocated_heap_size = peak;
+  struct tess_stats s;
+  if (tess_stats_get(&s, sizeof s) != 0) return OE_FAILURE;
+  info->current_allocated_heap_size = s.live_bytes;
+  info->peak_allocated_heap_size = TESS_MAX(s.peak_live_bytes, s.live_bytes);
   info->max_total_heap_size = tessi_primary->size;
   return OE_OK;
 }

@@ -15,6 +15,15 @@
 
 #pragma GCC visibility push(hidden)
 
+/* A spin-wait hint to the CPU (x86 pause, Arm yield; nothing elsewhere). */
+static inline void tessi_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 /* Address space, readable and writable, zero-filled, aligned to `align`
  * (a power of two >= the page size). NULL when none is available. */
 void *tessi_plat_reserve(size_t size, size_t align);

@@ -37,7 +37,7 @@ void *tessi_plat_remap(void *addr, size_t old_size, size_t new_size) {
 
 uint32_t tessi_plat_now_ms(void) { return 0; }
 
-void tessi_plat_yield(void) { __builtin_ia32_pause(); }
+void tessi_plat_yield(void) { tessi_cpu_relax(); }
 
 void tessi_plat_write_error(const char *msg, size_t len) {
   (void)msg;

@@ -187,6 +187,14 @@ void tessi_stats_sample(size_t peak, size_t next) {
   tessi_unlock(&peak_lock);
 }
 
+size_t tess_footprint(size_t *peak) {
+  if (!atomic_load_explicit(&tessi_ready, memory_order_acquire)) {
+    if (peak != NULL) *peak = 0;
+    return 0;
+  }
+  return tessi_footprint(peak);
+}
+
 int tess_stats_get(struct tess_stats *out, size_t struct_size) {
   if (out == NULL || struct_size < offsetof(struct tess_stats, classes)) return EINVAL;
   (void)tessi_ensure_init();

@@ -3,8 +3,9 @@
  * Only through the Open Enclave pluggable-allocator entry points of
  * libtessalloc-oe.a (include/tessalloc_oe.h), exactly as an enclave would
  * call them: init = oe_allocator_init over the region, ECALL begin/end =
- * oe_allocator_thread_init / _thread_cleanup, footprint =
- * oe_allocator_mallinfo().current_allocated_heap_size. The library is
+ * oe_allocator_thread_init / _thread_cleanup, footprint = tess_footprint
+ * (pages of the region in use, and their exact peak; mallinfo's are the
+ * bytes of the live blocks). The library is
  * linked in whole; a version script exports fixed_allocator() alone, so
  * none of tessalloc's symbols can reach the harness. */
 #include <stddef.h>
@@ -35,16 +36,12 @@ static void *plugin_calloc(size_t n, size_t size) { return oe_allocator_calloc(n
 static void *plugin_realloc(void *ptr, size_t size) { return oe_allocator_realloc(ptr, size); }
 static size_t plugin_usable_size(void *ptr) { return oe_allocator_malloc_usable_size(ptr); }
 
-static size_t plugin_footprint(void) {
-  oe_mallinfo_t info;
-  if (oe_allocator_mallinfo(&info) != OE_OK) return SIZE_MAX;
-  return info.current_allocated_heap_size;
-}
+static size_t plugin_footprint(void) { return tess_footprint(NULL); }
 
 static size_t plugin_footprint_peak(void) {
-  oe_mallinfo_t info;
-  if (oe_allocator_mallinfo(&info) != OE_OK) return SIZE_MAX;
-  return info.peak_allocated_heap_size;
+  size_t peak;
+  (void)tess_footprint(&peak);
+  return peak;
 }
 
 static const fixed_allocator_t table = {

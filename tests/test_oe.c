@@ -1,0 +1,84 @@
+/* Open Enclave's pluggable-allocator interface (libtessalloc-oe.a), used
+ * the way OE uses it: oe_allocator_init over the heap, enclave calls
+ * between thread_init and thread_cleanup, and oe_allocator_mallinfo, whose
+ * current size is the bytes allocated at the moment (OE's definition): a
+ * call that frees all it allocated leaves it where it was, as OE's own
+ * memory test asks. It was the footprint before, which a call that took a
+ * slab or laid descriptors left higher. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "check.h"
+#include "tessalloc_oe.h"
+
+#define MiB ((size_t)1 << 20)
+
+static oe_mallinfo_t mallinfo_now(void) {
+  oe_mallinfo_t info;
+  REQUIRE(oe_allocator_mallinfo(&info) == OE_OK, "oe_allocator_mallinfo");
+  CHECK(info.peak_allocated_heap_size >= info.current_allocated_heap_size,
+        "peak %zu below current %zu", info.peak_allocated_heap_size,
+        info.current_allocated_heap_size);
+  return info;
+}
+
+/* OE's tests/memory loops: fixed and random sizes, each block freed. */
+static void call_that_frees_all(unsigned seed) {
+  oe_allocator_thread_init();
+  for (int i = 0; i < 1000; i++) oe_allocator_free(oe_allocator_malloc(1024));
+  void *held[64] = {0};
+  for (int i = 0; i < 20000; i++) {
+    int k = rand_r(&seed) % 64;
+    oe_allocator_free(held[k]);
+    size_t n = (size_t)(rand_r(&seed) % 4 == 0 ? rand_r(&seed) % (200 << 10)
+                                                : rand_r(&seed) % 2048);
+    held[k] = k % 3 == 0 ? oe_allocator_calloc(1, n) : oe_allocator_malloc(n);
+    REQUIRE(held[k] != NULL || n == 0, "allocation of %zu bytes", n);
+  }
+  for (int k = 0; k < 64; k++) oe_allocator_free(held[k]);
+  oe_allocator_thread_cleanup();
+}
+
+int main(void) {
+  oe_mallinfo_t info;
+  CHECK(oe_allocator_mallinfo(&info) == OE_FAILURE, "mallinfo before init");
+  size_t size = 16 * MiB;
+  char *heap = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(heap != MAP_FAILED, "mmap");
+  oe_allocator_init(heap, heap + size);
+  CHECK(oe_allocator_mallinfo(NULL) == OE_FAILURE, "mallinfo(NULL)");
+  info = mallinfo_now();
+  CHECK(info.max_total_heap_size == size, "max_total_heap_size %zu", info.max_total_heap_size);
+  CHECK(info.current_allocated_heap_size == 0, "%zu bytes allocated before any allocation",
+        info.current_allocated_heap_size);
+
+  for (unsigned round = 0; round < 3; round++) {
+    size_t before = mallinfo_now().current_allocated_heap_size;
+    call_that_frees_all(round + 1);
+    size_t after = mallinfo_now().current_allocated_heap_size;
+    CHECK(after == before, "round %u: %zu bytes allocated after a call that freed all, %zu before",
+          round, after, before);
+  }
+
+  /* a live block counts at its size, from any call, until it is freed */
+  oe_allocator_thread_init();
+  size_t before = mallinfo_now().current_allocated_heap_size;
+  void *block = oe_allocator_malloc(100000);
+  REQUIRE(block != NULL, "malloc(100000)");
+  memset(block, 0x5A, 100000);
+  oe_allocator_thread_cleanup();
+  info = mallinfo_now();
+  CHECK(info.current_allocated_heap_size >= before + 100000 &&
+            info.current_allocated_heap_size <= before + 100000 + 4096,
+        "%zu bytes allocated with a block of 100000 live, %zu before",
+        info.current_allocated_heap_size, before);
+  CHECK(info.peak_allocated_heap_size >= info.current_allocated_heap_size, "peak");
+  oe_allocator_free(block); /* after cleanup, as a late destructor would */
+  CHECK(mallinfo_now().current_allocated_heap_size == before, "the block freed");
+  oe_allocator_cleanup();
+  return check_finish("test_oe");
+}
