@@ -344,7 +344,18 @@ void tess_free(void *p) {
 
 /* ---------------------------------------------------------------- realloc */
 
+/* A large block resized in place to `size`, counted; false when its
+ * neighbouring pages do not allow it. */
+static bool large_resized(const block_info_t *info, size_t size) {
+  if (!tessi_large_resize(info->region, info->page, size)) return false;
+  size_t now = (size_t)info->page->u.span.pages << TESS_PAGE_SHIFT;
+  if (now > info->usable) TESS_STAT_MINE(large_bytes_in, now - info->usable);
+  if (now < info->usable) TESS_STAT_MINE(large_bytes_out, info->usable - now);
+  return true;
+}
+
 void *tess_realloc(void *p, size_t size) {
+  int saved_errno = errno;
   if (p == NULL) return tess_malloc(size);
   block_info_t info = classify(p);
   if (info.kind == BLOCK_INVALID) tessi_report_invalid("realloc", p, info.why);
@@ -359,13 +370,7 @@ void *tess_realloc(void *p, size_t size) {
       if (size <= info.usable && (size > info.usable / 2 || info.usable <= 32)) return p;
       break;
     case BLOCK_LARGE:
-      if (size > tessi_slab_limit && !is_huge(size) &&
-          tessi_large_resize(info.region, info.page, size)) {
-        size_t now = (size_t)info.page->u.span.pages << TESS_PAGE_SHIFT;
-        if (now > info.usable) TESS_STAT_MINE(large_bytes_in, now - info.usable);
-        if (now < info.usable) TESS_STAT_MINE(large_bytes_out, info.usable - now);
-        return p;
-      }
+      if (size > tessi_slab_limit && !is_huge(size) && large_resized(&info, size)) return p;
       break;
     case BLOCK_HUGE:
       if (is_huge(size)) {
@@ -380,7 +385,17 @@ void *tess_realloc(void *p, size_t size) {
     case BLOCK_INVALID: break;
   }
   void *q = alloc_slow(size, 0, false);
-  if (q == NULL) return NULL; /* errno set; p untouched */
+  if (q == NULL) {
+    /* before answering NULL the allocation gave back what heaps kept,
+     * which may be the pages after the block: 4 MiB grew to 60 in 64 once
+     * the spans a heap kept next to it were gone */
+    if (info.kind == BLOCK_LARGE && size > tessi_slab_limit && !is_huge(size) &&
+        large_resized(&info, size)) {
+      errno = saved_errno;
+      return p;
+    }
+    return NULL; /* errno set; p untouched */
+  }
   memcpy(q, p, TESS_MIN(size, info.usable));
   tess_free(p);
   return q;

@@ -297,7 +297,11 @@ static tess_page_t *alloc_big_in_fixed(tess_region_t *r, size_t pages, size_t al
 static tess_page_t *alloc_in_region(tess_region_t *r, unsigned start, size_t pages,
                                     size_t align_pages, uint8_t kind, bool *is_zero,
                                     tess_partition_t **from) {
-  if (r->is_fixed && r->partition_count > 1 && pages >= big_pages(r)) {
+  /* big, or aligned so far that the lead may take as much (4 KiB aligned
+   * to 4 MiB: no partition holds 1024 pages more, and only a run found
+   * inside the partitions could serve it) */
+  size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
+  if (r->is_fixed && r->partition_count > 1 && need >= big_pages(r)) {
     return alloc_big_in_fixed(r, pages, align_pages, kind, is_zero, from);
   }
   if (r->is_fixed) return alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from);
@@ -315,6 +319,10 @@ static tess_page_t *alloc_in_region(tess_region_t *r, unsigned start, size_t pag
 tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t align_pages,
                                uint8_t kind, bool *is_zero, tess_partition_t **from) {
   tess_region_t *home_region = home->region;
+  /* more pages than a fixed region has: NULL at once, rather than after
+   * opening every partition and laying its descriptors for good (1 GiB of
+   * them for malloc(128 GiB) in 64 GiB) */
+  if (home_region->is_fixed && pages + (align_pages - 1) > home_region->page_count) return NULL;
   unsigned start = (unsigned)(home - home_region->partitions);
   tess_page_t *d = alloc_in_region(home_region, start, pages, align_pages, kind, is_zero, from);
   if (d != NULL) return d;

@@ -656,6 +656,70 @@ static void deferred(void) {
         largest_before >> 10, new_heaps);
 }
 
+/* ------------------------------------------------------- big requests */
+
+/* Three requests that found room only on a second try, or cost memory for
+ * nothing (a review's stress tests):
+ * - realloc growing a block whose next pages the heap's span cache kept:
+ *   the move failed, its reclaim emptied the cache, and in place was not
+ *   tried again (NULL, then the same call succeeded);
+ * - 4 KiB aligned to 4 MiB, with only holes inside the partitions: the
+ *   lead makes it more than a partition, and only the big requests' search
+ *   looked inside them (NULL, where 256 KiB succeeded);
+ * - more pages than the region has: every partition was opened first, and
+ *   its descriptors counted for good. */
+static void big_requests(void) {
+  size_t region = 64 * MiB;
+  init_region(region);
+  unsigned char *p = tess_malloc(4 * MiB);
+  REQUIRE(p != NULL, "4 MiB");
+  memset(p, 0x11, 4 * MiB);
+  void *kept[8];
+  for (int i = 0; i < 8; i++) REQUIRE((kept[i] = tess_malloc(32 << 10)) != NULL, "32 KiB");
+  for (int i = 0; i < 8; i++) tess_free(kept[i]); /* into the heap's span cache */
+  unsigned char *q = tess_realloc(p, 60 * MiB);
+  CHECK(q != NULL, "realloc of 4 MiB to 60 MiB in 64: errno %d", errno);
+  if (q != NULL) {
+    CHECK(q[0] == 0x11 && q[4 * MiB - 1] == 0x11, "contents lost by realloc");
+    p = q;
+  }
+  tess_free(p);
+  tess_thread_cleanup();
+
+  /* 1 MiB blocks packed, then those holding a 4 MiB boundary and 64 KiB
+   * after it freed: holes of 1 MiB inside the partitions */
+  block_list_t list = {0};
+  uniform_bytes = MiB - 4096;
+  fill_up(&list, uniform_size);
+  for (size_t i = 0; i < list.count; i++) {
+    uintptr_t start = (uintptr_t)list.ptr[i], end = start + uniform_bytes;
+    uintptr_t boundary = (start + 4 * MiB - 1) & ~(uintptr_t)(4 * MiB - 1);
+    if (boundary + (64 << 10) <= end) {
+      tess_free(list.ptr[i]);
+      list.ptr[i] = list.ptr[--list.count];
+      i--;
+    }
+  }
+  for (size_t size = 4096; size <= (256 << 10); size *= 4) {
+    void *a = tess_aligned_alloc(4 * MiB, size);
+    CHECK(a != NULL && ((uintptr_t)a & (4 * MiB - 1)) == 0,
+          "aligned_alloc(4 MiB, %zu) with aligned holes free: %p", size, a);
+    tess_free(a);
+  }
+  free_all(&list);
+  free(list.ptr);
+  tess_thread_cleanup();
+
+  size_t footprint = footprint_now();
+  errno = 0;
+  CHECK(tess_malloc(2 * region) == NULL && errno == ENOMEM, "twice the region");
+  CHECK(tess_aligned_alloc((size_t)1 << 40, 4096) == NULL && errno == ENOMEM,
+        "aligned to 1 TiB");
+  CHECK(footprint_now() == footprint, "footprint %zu KiB after requests that cannot fit, %zu",
+        footprint_now() >> 10, footprint >> 10);
+  CHECK_HEAP("after big requests");
+}
+
 /* --------------------------------------------------- reclaim, own heap */
 
 /* A thread fills the region with small blocks, another frees them all:
@@ -1490,6 +1554,7 @@ static const scenario_t scenarios[] = {
     {"exhaustion-large", exhaustion_large}, {"big-blocks", big_blocks},
     {"fill-big", fill_big},       {"grow-big", grow_big},
     {"reclaim-own", reclaim_own}, {"pool-pressure", pool_pressure},
+    {"big-requests", big_requests},
     {"low-end", low_end},       {"borrow", borrow},  {"sweep", sweep},
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
