@@ -364,13 +364,15 @@ void *tess_realloc(void *p, size_t size) {
     return NULL;
   }
   if (size > PTRDIFF_MAX) return fail_nomem();
+  /* a large block that stays one: resized in place where its pages allow */
+  bool stays_large = info.kind == BLOCK_LARGE && size > tessi_slab_limit && !is_huge(size);
   switch (info.kind) {
     case BLOCK_SLAB:
       /* stay unless the block would be more than half empty */
       if (size <= info.usable && (size > info.usable / 2 || info.usable <= 32)) return p;
       break;
     case BLOCK_LARGE:
-      if (size > tessi_slab_limit && !is_huge(size) && large_resized(&info, size)) return p;
+      if (stays_large && large_resized(&info, size)) return p;
       break;
     case BLOCK_HUGE:
       if (is_huge(size)) {
@@ -389,8 +391,7 @@ void *tess_realloc(void *p, size_t size) {
     /* before answering NULL the allocation gave back what heaps kept,
      * which may be the pages after the block: 4 MiB grew to 60 in 64 once
      * the spans a heap kept next to it were gone */
-    if (info.kind == BLOCK_LARGE && size > tessi_slab_limit && !is_huge(size) &&
-        large_resized(&info, size)) {
+    if (stays_large && large_resized(&info, size)) {
       errno = saved_errno;
       return p;
     }

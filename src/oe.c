@@ -40,7 +40,7 @@ oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   struct tess_stats s;
   if (tess_stats_get(&s, sizeof s) != 0) return OE_FAILURE;
   info->current_allocated_heap_size = s.live_bytes;
-  info->peak_allocated_heap_size = TESS_MAX(s.peak_live_bytes, s.live_bytes);
+  info->peak_allocated_heap_size = s.peak_live_bytes; /* the merge raised it to live_bytes */
   info->max_total_heap_size = tessi_primary->size;
   return OE_OK;
 }
