@@ -686,21 +686,23 @@ static void big_requests(void) {
   tess_free(p);
   tess_thread_cleanup();
 
-  /* 1 MiB blocks packed, then those holding a 4 MiB boundary and 64 KiB
-   * after it freed: holes of 1 MiB inside the partitions */
+  /* 1 MiB blocks packed, then every block that meets the 256 KiB after a
+   * 4 MiB boundary freed: holes of 1-2 MiB that hold each aligned request
+   * below, wherever the region's start lies against 4 MiB (mmap's choice) */
   block_list_t list = {0};
   uniform_bytes = MiB - 4096;
   fill_up(&list, uniform_size);
+  const uintptr_t largest = 256 << 10;
   for (size_t i = 0; i < list.count; i++) {
     uintptr_t start = (uintptr_t)list.ptr[i], end = start + uniform_bytes;
-    uintptr_t boundary = (start + 4 * MiB - 1) & ~(uintptr_t)(4 * MiB - 1);
-    if (boundary + (64 << 10) <= end) {
+    uintptr_t boundary = (start - largest + 4 * MiB) & ~(uintptr_t)(4 * MiB - 1);
+    if (boundary < end) {
       tess_free(list.ptr[i]);
       list.ptr[i] = list.ptr[--list.count];
       i--;
     }
   }
-  for (size_t size = 4096; size <= (256 << 10); size *= 4) {
+  for (size_t size = 4096; size <= largest; size *= 4) {
     void *a = tess_aligned_alloc(4 * MiB, size);
     CHECK(a != NULL && ((uintptr_t)a & (4 * MiB - 1)) == 0,
           "aligned_alloc(4 MiB, %zu) with aligned holes free: %p", size, a);
