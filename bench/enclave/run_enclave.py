@@ -24,6 +24,8 @@ Output directory (default docs/results/enclave/):
   b_<host>_footprint.png                             workload B
   summary.md    tables, peak footprint, OS calls, NULLs, the targets
   meta.json     command line, date, machine, allocator versions, settings
+All are written to OUT/.partial-* first and moved in at the end, so that a
+run cut short leaves the earlier results whole.
 
 Example: python3 bench/enclave/run_enclave.py --build build --workloads a,b
 """
@@ -36,8 +38,10 @@ import dataclasses
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -258,6 +262,12 @@ def order_plugins(plugins: list[Plugin]) -> list[Plugin]:
     return sorted(plugins, key=key)
 
 
+def names_list(text: str) -> list[str]:
+    """A comma-separated option's items, blanks around them dropped, each
+    once, in the order given."""
+    return list(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
+
+
 def collect_plugins(args: argparse.Namespace,
                     bench: Path) -> tuple[list[Plugin], list[str]]:
     """The allocators to measure (--allocators or the default set)."""
@@ -268,8 +278,7 @@ def collect_plugins(args: argparse.Namespace,
     if tess is not None:
         by_name[TESSALLOC] = Plugin(TESSALLOC, str(tess.resolve()), "?",
                                     f"build: {tess}")
-    wanted: list[str] = ([a for a in args.allocators.split(",") if a]
-                         if args.allocators else [])
+    wanted = names_list(args.allocators) if args.allocators else []
     plugins: list[Plugin] = []
     if not wanted:
         if TESSALLOC in by_name:
@@ -913,7 +922,8 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
 
 
 def b_section(runs: list[BRun], names: list[str], hosts: list[str],
-              args: argparse.Namespace) -> list[str]:
+              args: argparse.Namespace, folder: Path) -> list[str]:
+    """B's tables; folder: where the run's series and plots are."""
     md = [
         "## Workload B: the fragmentation soak",
         "",
@@ -951,10 +961,10 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
                     f"{r.worker_ecalls / r.duration_s:,.0f} | "
                     f"{fmt_mib(r.peak_live_bytes)} | "
                     f"{fmt_mib(r.peak_footprint_bytes)} | "
-                    f"{fmt_ratio(r.footprint_ratio)} | "
-                    f"{fmt_ratio(r.mean_footprint_ratio)} | "
+                    f"{fmt_judged(r.footprint_ratio)} | "
+                    f"{fmt_judged(r.mean_footprint_ratio)} | "
                     f"{fmt_mib(r.peak_touched_bytes)} | "
-                    f"{fmt_ratio(r.touched_ratio)} | {r.nulls:,} | "
+                    f"{fmt_judged(r.touched_ratio)} | {r.nulls:,} | "
                     + (f"{r.first_null_s:.2f}" if r.nulls > 0 else "")
                     + f" | {r.os_calls_after_init}{outside} | "
                     f"[png]({Path(r.series_csv).with_suffix('.png').name}) |")
@@ -962,7 +972,7 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
     plots = []
     for r in runs:
         stem = stats_series(Path(r.series_csv)).stem
-        if (args.out / f"{stem}_fragmentation.png").is_file():
+        if (folder / f"{stem}_fragmentation.png").is_file():
             plots.append(f"{r.allocator} {r.host}: [footprint, slab and live bytes]"
                          f"({stem}_footprint.png), [fragmentation by size class at the end]"
                          f"({stem}_fragmentation.png)")
@@ -972,8 +982,8 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
                ""]
     budget = []
     for r in runs:
-        csv_path = args.out / r.series_csv
-        stats_path = args.out / stats_series(Path(r.series_csv)).name
+        csv_path = folder / r.series_csv
+        stats_path = folder / stats_series(Path(r.series_csv)).name
         if not (csv_path.is_file() and stats_path.is_file()):
             continue
         try:
@@ -1132,14 +1142,22 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         args.num_allocations, args.max_threads = 2000, 3
         args.repeat, args.warmup_rounds, args.repeat_b = 1, 0, 1
         args.duration, args.sample_interval = 1.5, 0.25
-    args.workloads = [w for w in args.workloads.split(",") if w]
-    args.hosts = [h for h in args.hosts.split(",") if h]
-    if any(w not in WORKLOADS for w in args.workloads):
+    args.workloads = names_list(args.workloads)
+    args.hosts = names_list(args.hosts)
+    if not args.workloads or any(w not in WORKLOADS for w in args.workloads):
         p.error("--workloads takes a, b or a,b")
-    if any(h not in HOSTS for h in args.hosts):
+    if not args.hosts or any(h not in HOSTS for h in args.hosts):
         p.error("--hosts takes pooled, new-thread or both")
-    if args.repeat < 1 or args.repeat_b < 1 or args.max_threads < 1:
-        p.error("--repeat, --repeat-b and --max-threads must be >= 1")
+    lowest = {"repeat": 1, "repeat_b": 1, "max_threads": 1, "warmup_rounds": 0,
+              "num_allocations": 1, "max_allocation_size": 1, "heap_pages_a": 1,
+              "heap_pages_b": 1, "tcs_a": 1, "tcs_b": 0, "workers": 1, "others": 0,
+              "pool_bytes": 0}
+    for name, least in lowest.items():
+        if getattr(args, name) < least:
+            p.error(f"--{name.replace('_', '-')} must be >= {least}")
+    for name in ("duration", "sample_interval", "timeout"):
+        if not getattr(args, name) > 0:  # also NaN
+            p.error(f"--{name.replace('_', '-')} must be > 0")
     if args.peers_json is None:
         args.peers_json = args.build / "enclave-peers" / "peers.json"
     return args
@@ -1156,12 +1174,41 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not plugins:
         log("no allocator to measure")
         return 1
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    # Every file is written into a folder of its own inside `out` and moved
+    # in at the end, so that a run cut short (Ctrl-C, a crash of this
+    # script) leaves the previous results whole rather than half replaced.
+    stage = Path(tempfile.mkdtemp(prefix=".partial-", dir=out))
+    try:
+        return run_staged(args, plugins, skipped, bench, command, started, stage)
+    except KeyboardInterrupt:
+        log(f"interrupted: the results in {out}/ are unchanged")
+        return 130
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def move_results(stage: Path, out: Path, workloads: list[str]) -> None:
+    """Replace the results of the workloads measured (a_*, b_* files, and
+    summary.md, meta.json) in `out` by the run's own, from `stage`."""
+    for old in out.iterdir():
+        if old.is_file() and old.name[:2] in {f"{w}_" for w in workloads}:
+            old.unlink()
+    for new in stage.iterdir():
+        os.replace(new, out / new.name)
+
+
+def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[str],
+               bench: Path, command: str, started: datetime.datetime,
+               stage: Path) -> int:
+    """main's measuring and writing: every file into `stage`, moved into
+    --out once all are written."""
     names = [p.name for p in plugins]
     machine = machine_info()
     nproc = machine["nproc"]
     threads = list(range(1, args.max_threads + 1))
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
 
     failures: list[str] = []  # tool errors and tessalloc's failed checks
     findings: list[str] = []  # peers' failed checks: results, not errors
@@ -1225,7 +1272,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 for host in args.hosts:
                     for plug in plugins:
                         suffix = f"_r{rep}" if args.repeat_b > 1 else ""
-                        series_csv = out / f"b_{plug.name}_{host}{suffix}.csv"
+                        series_csv = stage / f"b_{plug.name}_{host}{suffix}.csv"
                         measure(plug, f"B {plug.name} {host} "
                                       f"({args.duration:g} s)",
                                 f"B {plug.name} {host}",
@@ -1244,33 +1291,33 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log("SKIPPED plots: matplotlib not installed")
     table: list[str] = []
     if a_runs:
-        with (out / "a_runs.csv").open("w", newline="") as fh:
+        with (stage / "a_runs.csv").open("w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=A_FIELDS)
             w.writeheader()
             for r in a_runs + a_overlap:
                 w.writerow(dataclasses.asdict(r))
         table = a_table(a_runs, names, threads, args)
-        (out / "a_table.txt").write_text("\n".join(table) + "\n")
+        (stage / "a_table.txt").write_text("\n".join(table) + "\n")
         if plots_ok:
-            plot_a(a_runs, names, threads, out / "a_time_vs_threads.png",
+            plot_a(a_runs, names, threads, stage / "a_time_vs_threads.png",
                    args.log_y, nproc)
     heap_b = args.heap_pages_b * 4096
     if b_runs:
-        with (out / "b_runs.csv").open("w", newline="") as fh:
+        with (stage / "b_runs.csv").open("w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=B_FIELDS + [
                 "footprint_ratio", "touched_ratio"])
             w.writeheader()
             for br in b_runs:
                 row: dict[str, Any] = dataclasses.asdict(br)
-                row["footprint_ratio"] = fmt_ratio(br.footprint_ratio)
+                row["footprint_ratio"] = fmt_judged(br.footprint_ratio)
                 row["mean_footprint_ratio"] = fmt_judged(br.mean_footprint_ratio)
-                row["touched_ratio"] = fmt_ratio(br.touched_ratio)
+                row["touched_ratio"] = fmt_judged(br.touched_ratio)
                 w.writerow(row)
         if plots_ok:
             for host in args.hosts:
                 per_host: list[tuple[str, dict[str, list[float]]]] = []
                 for br in [x for x in b_runs if x.host == host]:
-                    path = out / br.series_csv
+                    path = stage / br.series_csv
                     if not path.is_file():
                         continue
                     series = read_series(path)
@@ -1284,7 +1331,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         per_host.append((br.allocator, series))
                 if per_host:
                     plot_b_host(per_host, host, heap_b,
-                                out / f"b_{host}_footprint.png")
+                                stage / f"b_{host}_footprint.png")
 
     meta: EnclaveMeta = {
         **common_meta(command, started, finished, machine, args.build, out),
@@ -1314,25 +1361,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "order": "for each host variant, every allocator in turn"},
         },
     }
-    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (stage / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
     md = summary_markdown(meta, plugins, a_runs, a_overlap, b_runs, threads,
-                          args, nproc)
-    (out / "summary.md").write_text("\n".join(md) + "\n")
+                          args, nproc, stage)
+    (stage / "summary.md").write_text("\n".join(md) + "\n")
+    move_results(stage, out, args.workloads)
     if table:
         print("\n".join(table))
     for host in args.hosts if b_runs else []:
         for br in [x for x in b_runs if x.host == host]:
             fp = ("n/a" if br.footprint_ratio is None else
                   f"{fmt_mib(br.peak_footprint_bytes)} MiB "
-                  f"({fmt_ratio(br.footprint_ratio)}x, over time "
+                  f"({fmt_judged(br.footprint_ratio)}x, over time "
                   f"{fmt_judged(br.mean_footprint_ratio)}x)")
             print(f"B {br.allocator:>10} {host:>10}: "
                   f"{br.ecalls_per_s:9,.0f} ECALLs/s, peak live "
                   f"{fmt_mib(br.peak_live_bytes)} MiB, footprint {fp}, "
                   f"touched "
                   f"{fmt_mib(br.peak_touched_bytes)} MiB "
-                  f"({fmt_ratio(br.touched_ratio)}x), {br.nulls} NULL")
+                  f"({fmt_judged(br.touched_ratio)}x), {br.nulls} NULL")
     log(f"results in {out}/ (summary.md, meta.json, CSV and PNG files)")
     for f in findings:
         log(f"finding: {f}")
@@ -1345,7 +1393,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def summary_markdown(meta: EnclaveMeta, plugins: list[Plugin],
                      a_runs: list[ARun], a_overlap: list[ARun],
                      b_runs: list[BRun], threads: list[int],
-                     args: argparse.Namespace, nproc: int) -> list[str]:
+                     args: argparse.Namespace, nproc: int, folder: Path) -> list[str]:
     names = [p.name for p in plugins]
     md = header_lines("tessalloc enclave benchmark", meta) + [""]
     if args.quick:
@@ -1365,7 +1413,7 @@ def summary_markdown(meta: EnclaveMeta, plugins: list[Plugin],
     if a_runs:
         md += a_section(a_runs, a_overlap, names, threads, args, nproc)
     if b_runs:
-        md += b_section(b_runs, names, args.hosts, args)
+        md += b_section(b_runs, names, args.hosts, args, folder)
     if meta["findings"]:
         md += ["## Findings (peers whose checks failed)", ""]
         md += [f"- {f}" for f in meta["findings"]] + [""]

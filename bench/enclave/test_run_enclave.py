@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
 import unittest
+import unittest.mock
 from pathlib import Path
 from typing import Optional
 
@@ -169,6 +171,18 @@ class TableTest(unittest.TestCase):
         self.assertIn("| 1.267 |", judged[0])
         self.assertIn(re_mod.verdict(False), judged[0])
 
+    def test_b_table_prints_the_judged_ratios_with_three_decimals(self) -> None:
+        args = re_mod.parse_args(["--quick"])
+        with tempfile.TemporaryDirectory() as folder:
+            run = dataclasses.replace(b_run("tessalloc", 1203, 1.2034),
+                                      series_csv="b_tessalloc_pooled.csv")
+            md = re_mod.b_section([run], ["tessalloc"],
+                                  ["pooled"], args, Path(folder))
+        row = [r for r in md if r.startswith("| tessalloc | pooled |")]
+        self.assertEqual(len(row), 1)
+        self.assertIn("| 1.203 | 1.203 |", row[0])
+        self.assertIn("| 1.500 |", row[0])  # touched: 1500 / 1000
+
     def test_footprint_budget(self) -> None:
         series = {"t_s": [0.01, 0.5, 1.002, 1.5, 2.0],
                   "live_bytes": [10, 20, 1000, 2000, 5],
@@ -198,6 +212,74 @@ class TableTest(unittest.TestCase):
         old = [dict(x) for x in stats]
         del old[3]["slab_free"]
         self.assertIsNone(re_mod.footprint_budget(series, old))
+
+
+class OptionsTest(unittest.TestCase):
+    def test_lists_drop_blanks_and_repeats(self) -> None:
+        self.assertEqual(re_mod.names_list(" tessalloc, dlmalloc,,tessalloc "),
+                         ["tessalloc", "dlmalloc"])
+        self.assertEqual(re_mod.parse_args(["--workloads", "b, a,b"]).workloads, ["b", "a"])
+
+    def test_bad_values_are_refused(self) -> None:
+        for bad in (["--warmup-rounds", "-1"], ["--duration", "0"], ["--duration", "nan"],
+                    ["--num-allocations", "0"], ["--workers", "0"], ["--others", "-1"],
+                    ["--sample-interval", "-0.5"], ["--workloads", ","], ["--hosts", " "]):
+            with self.subTest(bad=bad), self.assertRaises(SystemExit), \
+                    unittest.mock.patch("sys.stderr"):
+                re_mod.parse_args(bad)
+        self.assertEqual(re_mod.parse_args(["--warmup-rounds", "0", "--others", "0"]).others, 0)
+
+
+class OutputTest(unittest.TestCase):
+    """The results in --out are replaced whole at the end, or not at all."""
+
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        root = Path(self.tmp.name)
+        self.out = root / "out"
+        self.out.mkdir()
+        self.old = {"a_runs.csv": "old a", "b_runs.csv": "old b", "summary.md": "old summary",
+                    "meta.json": "{}", "notes.txt": "the user's"}
+        for name, text in self.old.items():
+            (self.out / name).write_text(text)
+        (self.out / "experiments").mkdir()
+        self.plugin = root / "libfixed_x.so"
+        self.plugin.write_text("")
+
+    def tearDown(self) -> None:
+        self.tmp.cleanup()
+
+    def contents(self) -> dict[str, str]:
+        return {p.name: p.read_text() for p in self.out.iterdir() if p.is_file()}
+
+    def test_an_interrupted_run_leaves_the_results_as_they_were(self) -> None:
+        def interrupted(*args: object) -> int:
+            stage = args[-1]
+            assert isinstance(stage, Path) and stage.parent == self.out
+            (stage / "a_runs.csv").write_text("half of a new run")
+            raise KeyboardInterrupt
+
+        argv = ["--bench", "/bin/true", "--allocators", str(self.plugin), "--out",
+                str(self.out)]
+        with unittest.mock.patch.object(re_mod, "run_staged", interrupted), \
+                unittest.mock.patch("sys.stderr"):
+            self.assertEqual(re_mod.main(argv), 130)
+        self.assertEqual(self.contents(), self.old)
+        self.assertEqual(sorted(p.name for p in self.out.iterdir() if p.is_dir()),
+                         ["experiments"])
+
+    def test_a_finished_run_replaces_its_workloads_files(self) -> None:
+        stage = self.out / ".partial-x"
+        stage.mkdir()
+        (stage / "a_runs.csv").write_text("new a")
+        (stage / "a_time_vs_threads.png").write_text("new plot")
+        (stage / "summary.md").write_text("new summary")
+        (self.out / "a_table.txt").write_text("old table, not made this time")
+        re_mod.move_results(stage, self.out, ["a"])
+        self.assertEqual(self.contents(), {
+            "a_runs.csv": "new a", "a_time_vs_threads.png": "new plot",
+            "summary.md": "new summary", "b_runs.csv": "old b", "meta.json": "{}",
+            "notes.txt": "the user's"})
 
 
 if __name__ == "__main__":
