@@ -309,6 +309,8 @@ static void check_borrowers(walk_t *w) {
   }
 }
 
+void tessi_check_fork(tess_fork_phase_t phase) { tessi_lock_for_fork(&walk_lock, phase); }
+
 const char *tess_heap_check(void) {
   if (!atomic_load_explicit(&tessi_ready, memory_order_acquire)) return NULL;
   static walk_t w;            /* its message outlives the call */

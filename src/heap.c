@@ -1075,7 +1075,11 @@ static tess_heap_t *heap_create(void) {
 tess_heap_t *tessi_heap_acquire(void) {
   bool trimming;
   tess_heap_t *h;
-  while ((h = pool_take(&trimming)) == NULL && trimming) tessi_plat_yield();
+  /* (not while this thread holds every lock for fork(): the trims wait
+   * for it) */
+  while ((h = pool_take(&trimming)) == NULL && trimming && !tessi_fork_holder) {
+    tessi_plat_yield();
+  }
   if (h == NULL) h = heap_create();
   if (h == NULL) return NULL;
   heaps_in_use_add(1);

@@ -31,22 +31,47 @@ static void thread_exit(void *heap) {
 
 void tessi_thread_attach(tess_heap_t *h) { tessi_plat_thread_watch(h); }
 
+/* fork(): every lock is held across it, in the order in which code that
+ * holds one takes the next (the heap walk and the statistics output merge,
+ * a merge counts the heaps and spans), so that the child starts with
+ * consistent state and no lock held. The thread that forks may allocate
+ * meanwhile, in other fork handlers (tessi_fork_holder). */
+static bool fork_held; /* by the forking thread, between its handlers */
+
+static void fork_locks(tess_fork_phase_t phase) {
+  tessi_check_fork(phase);
+#if !TESS_OE
+  tessi_stats_output_fork(phase);
+#endif
+  tessi_stats_fork(phase);
+}
+
 static void fork_prepare(void) {
+  fork_held = tessi_ensure_init();
+  if (!fork_held) return;
+  fork_locks(TESS_FORK_PREPARE);
   tessi_heaps_fork_prepare();
   tessi_regions_lock_all();
   tessi_huge_fork_prepare();
+  tessi_fork_holder = true;
 }
 
 static void fork_parent(void) {
+  if (!fork_held) return;
+  tessi_fork_holder = false;
   tessi_huge_fork_parent();
   tessi_regions_unlock_all(false);
   tessi_heaps_fork_parent();
+  fork_locks(TESS_FORK_PARENT);
 }
 
 static void fork_child(void) {
+  if (!fork_held) return;
+  tessi_fork_holder = false;
   tessi_huge_fork_child();
   tessi_regions_unlock_all(true);
   tessi_heaps_fork_child();
+  fork_locks(TESS_FORK_CHILD);
 }
 
 static void make_primary(tess_region_t *r) {
@@ -112,9 +137,23 @@ static void finish_init(void) {
   tessi_plat_thread_exit_init(thread_exit);
   atomic_store_explicit(&tessi_ready, 1, memory_order_release);
   tessi_unlock(&init_lock);
+#if !TESS_OVERRIDE
   /* may allocate (now served by us), so only once we are ready */
   tessi_plat_fork_hooks(fork_prepare, fork_parent, fork_child);
+#endif
 }
+
+#if TESS_OVERRIDE
+/* As the malloc of the process, the handlers go in as early as may be,
+ * when the library is loaded: handlers run before fork() in the reverse
+ * order of their registration, so ours run after those registered later,
+ * and a lock those take, whose holder waits in malloc, is free before we
+ * hold malloc's (glibc takes its own inside fork(), after every handler).
+ * glibc keeps the first handlers without allocating. */
+__attribute__((constructor)) static void fork_hooks_early(void) {
+  tessi_plat_fork_hooks(fork_prepare, fork_parent, fork_child);
+}
+#endif
 
 static TESS_COLD bool init_slow(void) {
   tessi_lock(&init_lock);

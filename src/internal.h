@@ -39,20 +39,44 @@ void tessi_warn(const char *msg, const char *detail);
 /* ------------------------------------------------------------------ locks */
 void tessi_lock_slow(tess_lock_t *lock);
 
+/* Set in the thread that calls fork() from when the fork handlers hold
+ * every lock until the parent or child handler lets them go (init.c).
+ * Other fork handlers run in that thread then, and glibc lets them
+ * allocate: to that thread every lock is its own, so taking one passes
+ * and letting one go waits for the handler to do it. */
+extern __thread bool tessi_fork_holder;
+
 static inline void tessi_lock(tess_lock_t *lock) {
   if (TESS_LIKELY(!atomic_exchange_explicit(&lock->held, 1, memory_order_acquire))) return;
   tessi_lock_slow(lock);
 }
 static inline bool tessi_trylock(tess_lock_t *lock) {
-  return atomic_load_explicit(&lock->held, memory_order_relaxed) == 0 &&
-         !atomic_exchange_explicit(&lock->held, 1, memory_order_acquire);
+  if (atomic_load_explicit(&lock->held, memory_order_relaxed) == 0 &&
+      !atomic_exchange_explicit(&lock->held, 1, memory_order_acquire)) {
+    return true;
+  }
+  return TESS_UNLIKELY(tessi_fork_holder);
 }
 static inline void tessi_unlock(tess_lock_t *lock) {
+  if (TESS_UNLIKELY(tessi_fork_holder)) return;
   atomic_store_explicit(&lock->held, 0, memory_order_release);
 }
 /* after fork() in the child: no other thread can hold it */
 static inline void tessi_lock_reset(tess_lock_t *lock) {
   atomic_store_explicit(&lock->held, 0, memory_order_relaxed);
+}
+
+/* What a lock does at each of fork()'s handlers: taken before, let go
+ * after in the parent, reset in the child. */
+typedef enum { TESS_FORK_PREPARE, TESS_FORK_PARENT, TESS_FORK_CHILD } tess_fork_phase_t;
+static inline void tessi_lock_for_fork(tess_lock_t *lock, tess_fork_phase_t phase) {
+  if (phase == TESS_FORK_PREPARE) {
+    tessi_lock(lock);
+  } else if (phase == TESS_FORK_PARENT) {
+    tessi_unlock(lock);
+  } else {
+    tessi_lock_reset(lock);
+  }
 }
 
 /* ---------------------------------------------------------- size classes */
@@ -119,7 +143,7 @@ tess_region_t *tessi_region_of(uintptr_t a);
  * when too small. */
 tess_region_t *tessi_region_add_fixed(uintptr_t start, size_t size, bool is_zero);
 /* OS mode: reserve a new region of `want` bytes, or less down to `need`
- * when the OS refuses, and link it. */
+ * when the OS refuses, and link it; each of its partitions holds `need`. */
 tess_region_t *tessi_region_add_os(size_t want, size_t need);
 /* Partition a new heap should allocate from (round robin). */
 tess_partition_t *tessi_partition_for_heap(void);
@@ -601,6 +625,11 @@ struct tess_stats;
 void tessi_slab_census(tess_slab_census_t *census, bool lock);
 /* Every counter added up, peaks updated (stats.c). */
 void tessi_stats_merge(struct tess_stats *s);
+/* The merge's lock (stats.c), the heap walk's (check.c) and the output's
+ * (stats_os.c, not in OE builds) across fork(). */
+void tessi_stats_fork(tess_fork_phase_t phase);
+void tessi_check_fork(tess_fork_phase_t phase);
+void tessi_stats_output_fork(tess_fork_phase_t phase);
 /* s as one JSON object (time_ms, pid < 0: no such field); snprintf's
  * contract. */
 size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int64_t time_ms,

@@ -3,7 +3,10 @@
  * matters when threads outnumber cores. */
 #include "internal.h"
 
+__thread bool tessi_fork_holder;
+
 void tessi_lock_slow(tess_lock_t *lock) {
+  if (tessi_fork_holder) return; /* held for fork(): by this thread */
   unsigned spins = 0;
   for (;;) {
     if (atomic_load_explicit(&lock->held, memory_order_relaxed) == 0 &&

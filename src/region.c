@@ -74,9 +74,9 @@ static void link_region(tess_region_t *r) {
  * descriptors of the partitions opened first are laid at init, so in a
  * 32 MiB region 2 MiB partitions lay 256 KiB of them where 4 MiB ones
  * laid 512 (OE's sample: 1 thread peaks at 0.75 MiB instead of 0.99). */
-static unsigned default_partitions(size_t size, bool is_fixed) {
+static unsigned default_partitions(size_t size, bool is_fixed, size_t least) {
   unsigned n = tessi_options.partitions;
-  size_t smallest = (size_t)(is_fixed ? 2 : 16) << 20;
+  size_t smallest = TESS_MAX((size_t)(is_fixed ? 2 : 16) << 20, least);
   bool chosen = n != 0;
   if (n == 0) n = is_fixed ? TESS_MAX_PARTITIONS : tessi_plat_cpu_count();
   if (n == 0) n = 8;
@@ -126,12 +126,15 @@ static void partition_lay(tess_region_t *r, tess_partition_t *p) {
  * written for them (1/4096 of the region: 16 MiB in 64 GiB). A fixed
  * region lays only the descriptors of the partitions it opens first
  * (region_open_next lays the others): in a region of 64 MiB, 3/4 of its
- * 1 MiB of descriptors are not written until they are needed. NULL when
- * it is too small to hold them. */
-static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero) {
+ * 1 MiB of descriptors are not written until they are needed. Its
+ * partitions are no smaller than least_partition bytes. NULL when it is
+ * too small to hold them. */
+static tess_region_t *region_init(uintptr_t start, size_t size, bool is_fixed, bool is_zero,
+                                  size_t least_partition) {
   size_t total_pages = size >> TESS_PAGE_SHIFT;
   if (total_pages > UINT32_MAX) total_pages = UINT32_MAX;
-  unsigned partitions = default_partitions(total_pages << TESS_PAGE_SHIFT, is_fixed);
+  unsigned partitions =
+      default_partitions(total_pages << TESS_PAGE_SHIFT, is_fixed, least_partition);
   size_t header = offsetof(tess_region_t, partitions) + partitions * sizeof(tess_partition_t);
   header = tessi_align_up(header, sizeof(tess_page_t));
   /* (room for a descriptor per page of the whole region: a few to spare) */
@@ -174,7 +177,7 @@ tess_region_t *tessi_region_add_fixed(uintptr_t start, size_t size, bool is_zero
   uintptr_t base = tessi_align_up(start, TESS_PAGE_SIZE);
   if (base < start || size < base - start) return NULL;
   size = (size - (base - start)) & ~(TESS_PAGE_SIZE - 1);
-  tess_region_t *r = region_init(base, size, true, is_zero);
+  tess_region_t *r = region_init(base, size, true, is_zero, 0);
   if (r != NULL) link_region(r);
   return r;
 }
@@ -187,7 +190,9 @@ tess_region_t *tessi_region_add_os(size_t want, size_t need) {
   for (;;) {
     void *mem = tessi_plat_reserve(want, TESS_PAGE_SIZE);
     if (mem != NULL) {
-      tess_region_t *r = region_init((uintptr_t)mem, want, false, true);
+      /* a block lies in one partition: each holds what is needed (a
+       * request that no region had room for, with its descriptors) */
+      tess_region_t *r = region_init((uintptr_t)mem, want, false, true, need);
       if (r == NULL) {
         tessi_plat_release(mem, want);
         return NULL;

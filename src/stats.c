@@ -175,6 +175,8 @@ void tessi_stats_merge(struct tess_stats *s) {
   }
 }
 
+void tessi_stats_fork(tess_fork_phase_t phase) { tessi_lock_for_fork(&peak_lock, phase); }
+
 void tessi_stats_sample(size_t peak, size_t next) {
   /* one thread merges, the others go on; never waits */
   if (!atomic_compare_exchange_strong_explicit(&tessi_stats_next_sample, &next,

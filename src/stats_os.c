@@ -36,6 +36,8 @@ static uint64_t now_ms(void) {
 
 static uint64_t start_ms;
 
+void tessi_stats_output_fork(tess_fork_phase_t phase) { tessi_lock_for_fork(&output_lock, phase); }
+
 static void write_all(int fd, const char *text, size_t len) {
   while (len > 0) {
     ssize_t n = write(fd, text, len);
@@ -191,7 +193,12 @@ void tessi_stats_series_tick(void) {
                        memory_order_relaxed, memory_order_relaxed)) {
     return;
   }
-  emit_stats(true, (int64_t)(now - start_ms));
+  /* the line is skipped while a report is being written: malloc_info and
+   * tess_stats_print write theirs with stdio under output_lock, and stdio
+   * may allocate, which brings this thread back here */
+  if (!tessi_trylock(&output_lock)) return;
+  emit(report, format_locked(true, (int64_t)(now - start_ms)));
+  tessi_unlock(&output_lock);
 }
 
 /* Runs when the library is loaded (or the program starts, when linked

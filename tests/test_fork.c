@@ -8,6 +8,14 @@
  * child that hangs (killed by alarm) or dies; the parent checks every
  * child's status and that its own threads keep making progress.
  *
+ * Two more ways to meet a lock held across fork():
+ * - a fifth thread keeps reading and printing the statistics, whose locks
+ *   the child then needs for its own (tess_stats_get, tess_stats_print);
+ * - fork handlers registered before the allocator's (a constructor of
+ *   high priority, before tessalloc's own) allocate and free, as glibc
+ *   allows: their prepare step runs after the allocator's has taken its
+ *   locks, their child step before it lets them go.
+ *
  * The normal build uses the standard names (libtessalloc.a), so glibc's
  * fork handling of malloc is replaced too; TESS_FORK_API selects tess_*.
  *
@@ -52,6 +60,34 @@ static struct block g_pool[POOL];
 static int g_npool;
 static atomic_int g_stop;
 static atomic_long g_progress[THREADS];
+
+static FILE *g_devnull;
+
+static void *stats_reader(void *arg) {
+  (void)arg;
+  struct tess_stats stats;
+  while (!atomic_load_explicit(&g_stop, memory_order_relaxed)) {
+    REQUIRE(tess_stats_get(&stats, sizeof stats) == 0, "tess_stats_get");
+    tess_stats_print(g_devnull);
+  }
+  return NULL;
+}
+
+/* Blocks of both kinds (a slab's, and pages of their own) made and freed
+ * in a fork handler; its exit status tells a child that it failed. */
+static atomic_int g_handler_failed;
+
+static void allocate_in_handler(void) {
+  void *small = T_MALLOC(100), *large = T_MALLOC(300 << 10);
+  if (small == NULL || large == NULL) atomic_store(&g_handler_failed, 1);
+  if (large != NULL) memset(large, 0x5a, 300 << 10);
+  T_FREE(small);
+  T_FREE(large);
+}
+
+__attribute__((constructor(101))) static void early_fork_handlers(void) {
+  pthread_atfork(allocate_in_handler, allocate_in_handler, allocate_in_handler);
+}
 
 static int block_ok(const struct block *b) { return pat_check(b->p, b->n, b->key) == PAT_OK; }
 
@@ -115,6 +151,10 @@ static void *worker(void *arg) {
 /* Runs in the child; exit status 0 means all went well. */
 static int child(uint64_t seed) {
   alarm(CHILD_ALARM_S); /* a deadlock becomes a SIGALRM death */
+  if (atomic_load(&g_handler_failed)) return 5;
+  struct tess_stats stats;
+  if (tess_stats_get(&stats, sizeof stats) != 0) return 6;
+  tess_stats_print(g_devnull);
   for (int i = 0; i < g_npool; i++) {
     if (!block_ok(&g_pool[i])) return 2;
     if (i % 2 == 0) T_FREE(g_pool[i].p); /* allocated by another parent thread */
@@ -157,9 +197,12 @@ static void wait_progress(int fork_no) {
 
 int main(int argc, char **argv) {
   int forks = argc > 1 ? atoi(argv[1]) : 50;
-  pthread_t t[THREADS];
+  pthread_t t[THREADS], reader;
+  g_devnull = fopen("/dev/null", "w");
+  REQUIRE(g_devnull != NULL, "/dev/null");
   for (int i = 0; i < THREADS; i++)
     REQUIRE(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i) == 0, "create");
+  REQUIRE(pthread_create(&reader, NULL, stats_reader, NULL) == 0, "create");
   fflush(stdout);
 
   for (int k = 0; k < forks; k++) {
@@ -185,6 +228,8 @@ int main(int argc, char **argv) {
 
   atomic_store(&g_stop, 1);
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  pthread_join(reader, NULL);
+  CHECK(!atomic_load(&g_handler_failed), "an allocation in a fork handler failed");
   for (int i = 0; i < g_npool; i++) drop(&g_pool[i]);
   long ops = 0;
   for (int i = 0; i < THREADS; i++) ops += atomic_load(&g_progress[i]);

@@ -16,6 +16,12 @@
  *                    comes from overflow regions, all of it usable and freeable
  *   bad-options      malformed values are reported in one line each and the
  *                    defaults kept
+ *   big-overflow     TESS_RESERVE=16M TESS_HUGE_THRESHOLD=1T: blocks longer
+ *                    than half the first region come from overflow regions
+ *                    whose partitions hold them (they failed with ENOMEM)
+ *   series-reentry   TESS_HEAP_SIZE=64M TESS_STATS_INTERVAL_MS=1: a report
+ *                    written to a stream whose writes allocate (as stdio's
+ *                    do) while the series is due (it deadlocked)
  */
 #define _GNU_SOURCE
 #include <stdbool.h>
@@ -181,6 +187,48 @@ static void address_limit(void) {
 
 static void bad_options(void) { tess_free(tess_malloc(100)); /* options were read at start-up */ }
 
+static void big_overflow(void) {
+  size_t before = vm_size();
+  static const size_t sizes[] = {16 * MiB - 4096, 16 * MiB - 4096, 40 * MiB, 100 * MiB};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    char *p = tess_malloc(sizes[i]);
+    REQUIRE(p != NULL, "malloc(%zu KiB) with a 16 MiB first region", sizes[i] >> 10);
+    memset(p, 0x3c, sizes[i]);
+    tess_free(p);
+  }
+  void *q = tess_aligned_alloc(16 * MiB, 100);
+  CHECK(q != NULL && ((uintptr_t)q & (16 * MiB - 1)) == 0, "aligned_alloc(16 MiB, 100): %p", q);
+  tess_free(q);
+  size_t grew = vm_size() - before;
+  printf("big-overflow: blocks of up to 100 MiB; address space +%zu MiB\n", grew >> 20);
+  /* the regions made are kept and reused: about the blocks' size, not
+   * several times it */
+  CHECK(grew <= 400 * MiB, "address space grew by %zu MiB", grew >> 20);
+}
+
+/* A stream whose every write sleeps past the series interval, then
+ * allocates on a slow path, where the series line comes due. */
+static ssize_t allocating_write(void *cookie, const char *buf, size_t size) {
+  (void)cookie;
+  (void)buf;
+  sleep_ms(2);
+  void *p = tess_aligned_alloc(4096, 64 << 10);
+  REQUIRE(p != NULL, "aligned_alloc in the stream");
+  tess_free(p);
+  return (ssize_t)size;
+}
+
+static void series_reentry(void) {
+  cookie_io_functions_t io = {.write = allocating_write};
+  FILE *f = fopencookie(NULL, "w", io);
+  REQUIRE(f != NULL, "fopencookie");
+  setvbuf(f, NULL, _IONBF, 0); /* every fwrite reaches allocating_write */
+  alarm(20);                   /* a deadlock becomes a failure */
+  for (int i = 0; i < 5; i++) tess_stats_print(f);
+  fclose(f);
+  printf("series-reentry: 5 reports written while the series was due\n");
+}
+
 /* ---------------------------------------------------------------- driver */
 
 typedef struct scenario_s {
@@ -205,6 +253,11 @@ static const scenario_t scenarios[] = {
      {"TESS_DECOMMIT_DELAY_MS=soon", "TESS_RESERVE=12Q", "TESS_PARTITIONS=99"},
      {"tessalloc: TESS_DECOMMIT_DELAY_MS: ignored", "tessalloc: TESS_RESERVE: ignored",
       "tessalloc: TESS_PARTITIONS: ignored"}},
+    {"big-overflow", big_overflow, {"TESS_RESERVE=16M", "TESS_HUGE_THRESHOLD=1T"}, {0}},
+    {"series-reentry",
+     series_reentry,
+     {"TESS_HEAP_SIZE=64M", "TESS_STATS_INTERVAL_MS=1", "TESS_STATS_FILE=/dev/null"},
+     {0}},
 };
 
 /* Runs one scenario in a child with its environment; true if it passed. */
