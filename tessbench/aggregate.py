@@ -123,13 +123,15 @@ def parse_number(text: str) -> Optional[float]:
     return value if math.isfinite(value) else None
 
 
-def parse_run(row: Mapping[str, Optional[str]], line: int = 0) -> Run:
+def parse_run(row: Mapping[str, Optional[str]], line: int = 0,
+              source: str = "runs.csv") -> Run:
     """One runs.csv row (column -> text) as a :class:`Run`.
 
-    Raises ValueError, naming ``line``, when an identifying column is missing
-    or malformed, or when an ok row has a fixed metric that is not a number.
+    Raises ValueError, naming ``source`` and ``line``, when an identifying
+    column is missing or malformed, or when an ok row has a fixed metric
+    that is not a number.
     """
-    where = f"runs.csv line {line}" if line else "runs.csv row"
+    where = f"{source} line {line}" if line else f"{source} row"
 
     def text(name: str) -> str:
         value = row.get(name)
@@ -168,19 +170,27 @@ def parse_run(row: Mapping[str, Optional[str]], line: int = 0) -> Run:
                status=status, metrics=metrics, extra=extra)
 
 
-def parse_runs(rows: Iterable[Mapping[str, Optional[str]]]) -> list[Run]:
+def parse_runs(rows: Iterable[Mapping[str, Optional[str]]],
+               source: str = "runs.csv") -> list[Run]:
     """Rows as read by csv.DictReader (header on line 1) as runs, in order."""
-    return [parse_run(row, line) for line, row in enumerate(rows, start=2)]
+    return [parse_run(row, line, source) for line, row in enumerate(rows, start=2)]
 
 
 def read_runs(path: Path) -> list[Run]:
-    """runs.csv as runs, in file order."""
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in KEY_COLUMNS if c not in (reader.fieldnames or ())]
-        if missing:
-            raise ValueError(f"{path}: not a runs.csv (no column {', '.join(missing)})")
-        return parse_runs(reader)
+    """runs.csv as runs, in file order.
+
+    Raises ValueError naming path when it is not a runs.csv (not text, not
+    CSV, a column missing or malformed).
+    """
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in KEY_COLUMNS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ValueError(f"{path}: not a runs.csv (no column {', '.join(missing)})")
+            return parse_runs(reader, str(path))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"{path}: not a runs.csv ({exc})") from exc
 
 
 # ---------------------------------------------------------------------------
@@ -342,9 +352,12 @@ def parse_meta(data: Mapping[str, Any]) -> Meta:
 
 
 def read_meta(path: Path) -> Meta:
-    """meta.json as a :class:`Meta`."""
-    with path.open() as f:
-        data = json.load(f)
+    """meta.json as a :class:`Meta`; ValueError naming path when it is not a JSON object."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            data = json.load(f)
+    except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a JSON object")
     return parse_meta(data)

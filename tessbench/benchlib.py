@@ -9,7 +9,8 @@ standard library is imported at module level: rich is imported by
 
 * logging and a progress bar: :func:`make_log`, :class:`Progress`;
 * running measured programs: :func:`child_env`, :func:`run_measured`,
-  :func:`parse_kv`, :class:`BenchError`;
+  :func:`stop_group`, :func:`preload_failure`, :func:`parse_kv`,
+  :class:`BenchError`;
 * reporting: :func:`median`, :func:`fmt_ratio`, :func:`verdict`,
   :func:`header_lines`, :func:`skipped_lines`;
 * meta.json: :func:`machine_info`, :func:`git_info`, :func:`compiler_info`,
@@ -118,33 +119,77 @@ def child_env(preload: Optional[str]) -> dict[str, str]:
     return env
 
 
+#: Seconds a stopped program's process group gets between SIGTERM and SIGKILL.
+STOP_GRACE_S = 5.0
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    """sig to process group pgid; a group that is gone already is not an error."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def stop_group(proc: "subprocess.Popen[bytes]", grace: Optional[float] = None) -> None:
+    """Stops proc's process group (proc started with start_new_session=True).
+
+    SIGTERM first (rusage_run passes it on to its child and reaps it), then,
+    after ``grace`` seconds (default STOP_GRACE_S) or sooner when proc has
+    exited, SIGKILL to the whole group: a TERM-ignoring or orphaned member
+    would otherwise outlive us. Waits for proc, so it leaves no zombie.
+    """
+    try:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_GRACE_S if grace is None else grace)
+        except subprocess.TimeoutExpired:
+            pass
+    finally:  # even when a second Ctrl-C cuts the grace short
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def run_measured(cmd: Sequence[str], env: Mapping[str, str],
                  timeout: float) -> tuple[int, str, str]:
     """Run cmd; return (exit status, stdout, stderr).
 
-    The program runs in a session of its own. On timeout its process group
-    gets SIGTERM (rusage_run passes it on and reaps its child), then SIGKILL;
-    the status is then -1.
+    The program runs in a session of its own (so a terminal's Ctrl-C does
+    not reach it). On timeout its process group is stopped (:func:`stop_group`)
+    and the status is -1; on any other exception while waiting (Ctrl-C's
+    KeyboardInterrupt) the group is stopped too and the exception re-raised,
+    so no measured program outlives us.
     """
+    timed_out = False
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=err,
                                 env=dict(env), start_new_session=True)
-        timed_out = False
-        try:
+        try:  # at once: an interrupt before it would leave the program running
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc)
+        except BaseException:
+            stop_group(proc)
+            raise
         out.seek(0)
         err.seek(0)
         return (-1 if timed_out else proc.returncode,
                 out.read().decode(errors="replace"),
                 err.read().decode(errors="replace"))
+
+
+#: What ld.so prints when it cannot load an LD_PRELOAD library: the program
+#: then runs with its own malloc, not the allocator asked for.
+PRELOAD_FAILED = "cannot be preloaded"
+
+
+def preload_failure(stderr: str) -> Optional[str]:
+    """ld.so's line saying that a preload was ignored, or None."""
+    for line in stderr.splitlines():
+        if PRELOAD_FAILED in line:
+            return line.strip()[:300]
+    return None
 
 
 def parse_kv(line: str) -> dict[str, str]:
@@ -260,7 +305,8 @@ def git_info(repo: Path = REPO_ROOT, results: Optional[Path] = None) -> GitInfo:
     rev = first_line(["git", "-C", str(repo), "rev-parse", "HEAD"])
     dirty = None
     cmd = ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"]
-    if results is not None:
+    # git rejects a pathspec outside the repository; results there cannot be dirt anyway
+    if results is not None and Path(results).resolve().is_relative_to(Path(repo).resolve()):
         cmd += ["--", ".", f":(exclude){Path(results).resolve()}"]
     try:
         proc = subprocess.run(cmd, text=True, capture_output=True, timeout=30, check=False)

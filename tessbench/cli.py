@@ -47,6 +47,7 @@ def default_threads(cpus: int) -> str:
 DEFAULT_THREADS = default_threads(len(os.sched_getaffinity(0)))
 DEFAULT_BASELINE = "glibc"
 DEFAULT_FIXED_BASELINE = "dlmalloc"
+DEFAULT_OUT = "tessbench-out"
 
 
 def allocators(build: Path, cache: Path) -> tuple[list[runner.Allocator], list[str]]:
@@ -68,8 +69,10 @@ def allocators(build: Path, cache: Path) -> tuple[list[runner.Allocator], list[s
         if not p.available and plugin is None:
             notes.append(f"{p.name}: {p.note}")
             continue
-        found.append(runner.Allocator(p.name, p.version, p.source, p.preload, plugin,
-                                      preload_ok=p.available))
+        # plugin only: the preload peer's version and source describe nothing that runs
+        described = p if p.available or plug is None else plug
+        found.append(runner.Allocator(p.name, described.version, described.source, p.preload,
+                                      plugin, preload_ok=p.available))
         if not p.available:
             notes.append(f"{p.name}: preload workloads skipped: {p.note}")
     for name, plug in fixed.items():
@@ -83,28 +86,59 @@ def allocators(build: Path, cache: Path) -> tuple[list[runner.Allocator], list[s
     return found, notes
 
 
+def thread_counts(text: str) -> tuple[int, ...]:
+    """--threads' value: comma-separated positive counts, ascending, each once."""
+    try:
+        counts = {int(t) for t in text.split(",") if t.strip()}
+    except ValueError:
+        counts = set()
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(
+            f"wants comma-separated positive thread counts, not {text!r}")
+    return tuple(sorted(counts))
+
+
+def check_baselines(baselines: Sequence[tuple[str, Optional[str]]],
+                    allocators: Sequence[str], where: str) -> None:
+    """Raises ValueError when a baseline asked for (option, name) is not in allocators."""
+    for option, name in baselines:
+        if name is not None and name not in allocators:
+            raise ValueError(f"{option} {name}: not among the allocators {where} "
+                             f"({', '.join(allocators) or 'none'})")
+
+
+def error_line(exc: BaseException) -> str:
+    """An exception as one line; an OSError as 'path: reason' (without [Errno N])."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split())
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     build = runner.repo_path(args.build)
     out = Path(args.out)
-    known, notes = allocators(build, args.peers_cache)
+    known, notes = allocators(build, runner.repo_path(args.peers_cache))
     by_name = {a.name: a for a in known}
     for note in notes:
         log(f"not available: {note}")
     try:
         names = runner.selected(args.allocators, list(by_name), "allocator (or not available)")
         work = runner.selected(args.workloads, wl.names(), "workload")
-        threads = tuple(sorted({int(t) for t in (args.threads or (
-            QUICK_THREADS if args.quick else DEFAULT_THREADS)).split(",")}))
+        check_baselines((("--baseline", args.baseline),
+                         ("--fixed-baseline", args.fixed_baseline)), names, "chosen")
     except ValueError as exc:
         log(str(exc))
         return 2
-    if not threads or threads[0] < 1 or args.repeat < 1:
-        log("--threads wants positive counts and --repeat at least 1")
+    threads = args.threads or thread_counts(QUICK_THREADS if args.quick else DEFAULT_THREADS)
+    if args.repeat < 1:
+        log("--repeat wants at least 1")
         return 2
+    baseline = args.baseline or DEFAULT_BASELINE
+    fixed_baseline = args.fixed_baseline or DEFAULT_FIXED_BASELINE
     settings = runner.Settings(
         build=build, out=out, allocators=tuple(by_name[n] for n in names),
         workloads=tuple(wl.BY_NAME[n] for n in work), threads=threads, repeat=args.repeat,
-        quick=args.quick, baseline=args.baseline, fixed_baseline=args.fixed_baseline,
+        quick=args.quick, baseline=baseline, fixed_baseline=fixed_baseline,
         seed=args.seed,
         command=shlex.join(["tessbench", *sys.argv[1:]]),
         glibc_shim=str(build / "bench" / "workloads" / "libtb_glibc.so"))
@@ -112,10 +146,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         log(f"{runner.rusage_run_path(build)} is missing: build the project first "
             f"(cmake -S . -B {args.build} && cmake --build {args.build} -j)")
         return 2
-    csv_path, failed = runner.run_all(settings, log)
-    log(f"wrote {csv_path}" + (f"; {failed} run(s) failed (see meta.json)" if failed else ""))
-    if not args.no_report:
-        make_report(out, args.baseline, args.fixed_baseline)
+    try:
+        csv_path, failed = runner.run_all(settings, log)
+        log(f"wrote {csv_path}" + (f"; {failed} run(s) failed (see meta.json)" if failed
+                                   else ""))
+        if not args.no_report:
+            make_report(out, baseline, fixed_baseline)
+    except (OSError, ValueError) as exc:  # NothingToRun, a bad --out, a write that failed
+        log(error_line(exc))
+        return 2
     return 1 if failed else 0
 
 
@@ -136,13 +175,27 @@ def results_missing(out: Path) -> bool:
     return True
 
 
+def check_results_baselines(out: Path, baseline: Optional[str],
+                            fixed_baseline: Optional[str]) -> None:
+    """Raises ValueError when a baseline asked for has no run in out's runs.csv."""
+    from tessbench.aggregate import load_results
+    ran = load_results(out).allocators
+    check_baselines((("--baseline", baseline), ("--fixed-baseline", fixed_baseline)),
+                    ran, f"in {out / 'runs.csv'}")
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from tessbench import plot
     out = Path(args.out)
     if results_missing(out):
         return 2
-    for png in plot.plot_all(out, args.baseline, args.fixed_baseline):
-        log(f"wrote {png}")
+    try:
+        check_results_baselines(out, args.baseline, args.fixed_baseline)
+        for png in plot.plot_all(out, args.baseline, args.fixed_baseline):
+            log(f"wrote {png}")
+    except (OSError, ValueError) as exc:  # unreadable results, an unwritable directory
+        log(error_line(exc))
+        return 2
     return 0
 
 
@@ -150,7 +203,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if results_missing(out):
         return 2
-    make_report(out, args.baseline, args.fixed_baseline)
+    try:
+        check_results_baselines(out, args.baseline, args.fixed_baseline)
+        make_report(out, args.baseline, args.fixed_baseline)
+    except (OSError, ValueError) as exc:  # unreadable results, an unwritable directory
+        log(error_line(exc))
+        return 2
     return 0
 
 
@@ -171,10 +229,11 @@ def install_fixed_peers(build: Path) -> None:
 
 def cmd_peers(args: argparse.Namespace) -> int:
     build = runner.repo_path(args.build)
+    cache = runner.repo_path(args.peers_cache)
     if args.install:
-        peers_mod.fetch_peers(args.peers_cache)
+        peers_mod.fetch_peers(cache)
         install_fixed_peers(build)
-    known, notes = allocators(build, args.peers_cache)
+    known, notes = allocators(build, cache)
     print(f"{'allocator':<16} {'process-wide':<13} {'fixed heap':<11} version / source")
     for a in known:
         print(f"{a.name:<16} {'yes' if a.preload_ok else '-':<13} "
@@ -187,7 +246,7 @@ def cmd_peers(args: argparse.Namespace) -> int:
 def cmd_workloads(args: argparse.Namespace) -> int:
     build = runner.repo_path(args.build)
     for w in wl.WORKLOADS:
-        ready = wl.missing_parts(build, w) or "ready"
+        ready = runner.workload_missing(w, build) or "ready"
         print(f"{w.name:<13} {w.kind:<8} {ready}\n    {w.description}; ops: {w.unit}")
     return 0
 
@@ -201,25 +260,29 @@ def parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--build", type=Path, default=Path("build"),
-                       help="the CMake build directory with the workloads (default: build)")
+                       help="the CMake build directory with the workloads, relative to the "
+                            "repository (default: build)")
         p.add_argument("--peers-cache", type=Path, default=peers_mod.DEFAULT_CACHE,
-                       help="where the peers are installed (default: .cache/peers)")
+                       help="where the peers are installed, relative to the repository "
+                            "(default: .cache/peers)")
 
     run = sub.add_parser("run", help="run workloads over allocators, then plot and report")
     common(run)
     run.add_argument("--allocators", help="comma-separated names (default: every available)")
     run.add_argument("--workloads", help="comma-separated names (default: all; see "
                                          "'tessbench workloads')")
-    run.add_argument("--threads", help=f"thread counts (default: powers of two up to "
-                                       f"max(8, 2 x CPUs), here {DEFAULT_THREADS}; "
-                                       f"--quick: {QUICK_THREADS})")
+    run.add_argument("--threads", type=thread_counts,
+                     help=f"thread counts (default: powers of two up to max(8, 2 x CPUs), "
+                          f"here {DEFAULT_THREADS}; --quick: {QUICK_THREADS})")
     run.add_argument("--repeat", type=int, default=3, help="runs per point (default 3)")
     run.add_argument("--quick", action="store_true",
                      help="seconds-long runs: checks the tooling, numbers meaningless")
-    run.add_argument("--out", default="tessbench-out", help="results directory")
-    run.add_argument("--baseline", default=DEFAULT_BASELINE,
+    run.add_argument("--out", default=DEFAULT_OUT,
+                     help=f"results directory (default: {DEFAULT_OUT})")
+    # None: the default, which need not be among --allocators (its ratios are then absent)
+    run.add_argument("--baseline", default=None,
                      help=f"allocator the ratios are taken to (default {DEFAULT_BASELINE})")
-    run.add_argument("--fixed-baseline", default=DEFAULT_FIXED_BASELINE,
+    run.add_argument("--fixed-baseline", default=None,
                      help="allocator the ratios of the fixed-heap workloads are taken to "
                           f"(default {DEFAULT_FIXED_BASELINE}, Open Enclave's default)")
     run.add_argument("--seed", type=int, default=1, help="PRNG seed (repetition r: seed+r-1)")
@@ -229,7 +292,8 @@ def parser() -> argparse.ArgumentParser:
     plot = sub.add_parser("plot", help="draw the plots of a results directory")
     rep = sub.add_parser("report", help="write report.md and report.html (and the plots)")
     for p in (plot, rep):
-        p.add_argument("--out", default="tessbench-out", help="results directory")
+        p.add_argument("--out", default=DEFAULT_OUT,
+                       help=f"results directory (default: {DEFAULT_OUT})")
         p.add_argument("--baseline", default=None, help="default: the run's baseline")
         p.add_argument("--fixed-baseline", default=None,
                        help="default: the run's fixed-heap baseline")
@@ -249,9 +313,17 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+#: The exit status of a command stopped by Ctrl-C (the shells' 128 + SIGINT).
+INTERRUPTED = 130
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:  # the measured programs are stopped already (run_measured)
+        log("interrupted")
+        return INTERRUPTED
     return code
 
 

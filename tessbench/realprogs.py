@@ -23,9 +23,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from tessbench.benchlib import parse_kv
+from tessbench.benchlib import parse_kv, preload_failure, stop_group
 
 REDIS_TESTS = ("set", "get", "lpush", "lpop", "sadd", "hset")
+#: Seconds redis-server gets to answer its first ping.
+START_TIMEOUT_S = 15.0
 
 
 @dataclasses.dataclass
@@ -114,8 +116,9 @@ def run_redis(rusage_run: Path, preload: Optional[str], requests: int, seed: int
             try:
                 res = drive(server, port, report, requests, seed, timeout)
             finally:
-                if server.poll() is None:
-                    server.kill()
+                # the whole group: rusage_run passes TERM on to redis-server, but
+                # SIGKILL to rusage_run alone would orphan it
+                stop_group(server)
         res.server_cmd, res.client_cmd = server_cmd, benchmark_command(port, requests)
         return res
 
@@ -123,11 +126,16 @@ def run_redis(rusage_run: Path, preload: Optional[str], requests: int, seed: int
 def drive(server: "subprocess.Popen[bytes]", port: int, report: Path, requests: int, seed: int,
           timeout: float) -> ServerRun:
     """Wait for the server, benchmark it, check it, stop it, read its rusage."""
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + START_TIMEOUT_S
     while cli(port, "ping") != "PONG":
-        if server.poll() is not None or time.monotonic() > deadline:
+        exited = server.poll() is not None
+        if exited or time.monotonic() > deadline:
+            stop_group(server)  # reading its stderr to the end needs it stopped
             err = server.stderr.read().decode(errors="replace") if server.stderr else ""
-            code = server.poll()
+            if not exited:
+                return ServerRun("timeout", f"redis-server did not answer within "
+                                            f"{START_TIMEOUT_S:g} s: {err.strip()[-200:]}")
+            code = server.returncode
             return ServerRun(exit_status(code), f"redis-server did not start (exit status "
                                                 f"{code}): {err.strip()[-200:]}")
         time.sleep(0.05)
@@ -158,6 +166,10 @@ def drive(server: "subprocess.Popen[bytes]", port: int, report: Path, requests: 
         return ServerRun("timeout", "redis-server did not stop")
     if not ok:
         return ServerRun("check-failed", "redis-server answered wrongly after the benchmark")
+    failure = preload_failure(server.stderr.read().decode(errors="replace")
+                              if server.stderr else "")
+    if failure is not None:  # it ran, but with its own malloc: not the allocator asked for
+        return ServerRun("error", failure)
     rusage = parse_kv(report.read_text()) if report.exists() else {}
     if rusage.get("status") != "0":
         return ServerRun(exit_status(int(rusage["status"]) if rusage.get("status", "")

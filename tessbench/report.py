@@ -28,6 +28,7 @@ import dataclasses
 import html
 import math
 import re
+import statistics
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -396,6 +397,37 @@ def extra_metrics(results: Results, workload: str) -> list[str]:
     return sorted(names - set(METRIC_COLUMNS))
 
 
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def integer_metrics(results: Results, workload: str, metrics: Sequence[str]) -> set[str]:
+    """Those of metrics that every ok run of the workload wrote as an integer (counts,
+    sizes): shown without decimals, which a float's 4 significant digits would invent."""
+    texts: dict[str, list[str]] = {m: [] for m in metrics}
+    for run in results.runs:
+        if run.workload == workload and run.ok:
+            for m in metrics:
+                if m in run.extra:
+                    texts[m].append(run.extra[m].strip())
+    return {m for m, seen in texts.items() if seen and all(_INTEGER.fullmatch(t) for t in seen)}
+
+
+#: Shown for a workload's own column where the program could not tell (a negative
+#: value: frag's peak_footprint_bytes for an allocator that does not report it).
+UNKNOWN = "n/a"
+
+
+def fmt_own(values: Optional[Sequence[float]], integer: bool) -> str:
+    """The median of a workload's own column over the ok runs; negatives are unknown."""
+    if not values:
+        return DASH
+    known = [v for v in values if v >= 0]
+    if not known:
+        return UNKNOWN
+    middle = statistics.median(known)
+    return fmt_count(middle) if integer else fmt_num(middle)
+
+
 def workload_blocks(results: Results, workload: str,
                     plots: Sequence[PlannedPlot]) -> list[Block]:
     info = results.meta.workloads.get(workload)
@@ -423,13 +455,18 @@ def workload_blocks(results: Results, workload: str,
                            f"oversubscribed ({cpus} CPUs).", note=True))
     extras = extra_metrics(results, workload)
     if extras:
-        blocks.append(Para("The workload's own columns (medians over the ok runs):"))
+        integers = integer_metrics(results, workload, extras)
         erows: list[tuple[TableCell, ...]] = []
         for t in results.threads_of(workload):
             for name in results.allocators_of(workload):
                 cell = results.cell(workload, name, t)
                 if cell is not None:
-                    erows.append((name, str(t), *(fmt_num(cell.median(m)) for m in extras)))
+                    erows.append((name, str(t), *(fmt_own(cell.values.get(m), m in integers)
+                                                  for m in extras)))
+        unknown = any(UNKNOWN in row for row in erows)
+        blocks.append(Para("The workload's own columns (medians over the ok runs"
+                           + (f"; {UNKNOWN}: the allocator cannot tell" if unknown else "")
+                           + "):"))
         blocks.append(Table(("allocator", "threads", *extras), tuple(erows),
                             (False,) + (True,) * (len(extras) + 1)))
     for planned in plots:

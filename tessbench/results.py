@@ -1,9 +1,11 @@
 """Writing a run's results: runs.csv (one row per run) and meta.json.
 
 runs.csv has the fixed columns of RUN_COLUMNS, then the workload-specific
-columns seen so far (sorted), empty where a row has none. It is rewritten
-after every run, so an interrupted run leaves a valid file with the rows
-done. meta.json is written at the start and again at the end.
+columns seen so far (sorted), empty where a row has none. It is written
+with its header alone before the first run and rewritten after every run,
+so an interrupted run leaves a valid file with the rows done. meta.json
+is written at the start, after the edge-case checks, after every run and
+at the end (then with the time it finished).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import errno
 import shlex
 import shutil
 import tempfile
@@ -24,7 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from tessbench import realprogs
 from tessbench import workloads as wl
 from tessbench.benchlib import (REPO_ROOT, Progress, child_env, git_info, machine_info,
-                                parse_kv, run_measured)
+                                parse_kv, preload_failure, run_measured)
 from tessbench.results import STATUS_OK, RunRow, RunsWriter, write_meta
 
 VERSION = "0.1.0"
@@ -88,16 +89,34 @@ class Planned:
 # ----------------------------------------------------------------- plan
 
 
-def why_not(workload: wl.Workload, allocator: Allocator, build: Path) -> Optional[str]:
-    """Why allocator cannot run workload (None when it can)."""
+def workload_missing(workload: wl.Workload, build: Path) -> Optional[str]:
+    """Why workload cannot run here with any allocator (None when it can)."""
+    if workload.kind == "server":
+        return realprogs.missing()
+    return wl.missing_parts(build, workload)
+
+
+def why_not(workload: wl.Workload, allocator: Allocator, build: Path,
+            glibc_shim: Optional[str] = None) -> Optional[str]:
+    """Why allocator cannot run workload (None when it can).
+
+    ``glibc_shim`` is libtb_glibc.so, which glibc needs on the server
+    workload: Debian's redis-server links jemalloc, so without the shim
+    "glibc" would silently measure jemalloc.
+    """
     if workload.kind == "fixed":
         if allocator.plugin is None:
             return "no fixed-heap configuration"
     elif not allocator.preload_ok:
         return "fixed-heap only (an enclave plugin, not a process-wide malloc)"
-    if workload.kind == "server":
-        return realprogs.missing()
-    return wl.missing_parts(build, workload)
+    missing = workload_missing(workload, build)
+    if missing is not None:
+        return missing
+    if workload.kind == "server" and allocator.preload is None and not (
+            glibc_shim and Path(glibc_shim).exists()):
+        return (f"not built: {glibc_shim or 'libtb_glibc.so'} (glibc's malloc in front of "
+                "the jemalloc that redis-server links)")
+    return None
 
 
 def plan(settings: Settings) -> tuple[list[Planned], list[dict[str, str]]]:
@@ -107,7 +126,7 @@ def plan(settings: Settings) -> tuple[list[Planned], list[dict[str, str]]]:
     for w in settings.workloads:
         usable[w.name] = []
         for a in settings.allocators:
-            reason = why_not(w, a, settings.build)
+            reason = why_not(w, a, settings.build, settings.glibc_shim)
             if reason is None:
                 usable[w.name].append(a)
             else:
@@ -250,6 +269,10 @@ def run_program(p: Planned, settings: Settings) -> Outcome:
         rusage = parse_kv(report.read_text()) if report.exists() and code != -1 else {}
     out = Outcome(row, [shell_line(cmd, env_set)], env_set)
     row.status = status_of(code)
+    ignored_preload = preload_failure(stderr)
+    if ignored_preload is not None:  # it ran with another malloc than the one asked for
+        out.row, out.message = failed(row, "error"), ignored_preload
+        return out
     results = [line for line in stdout.splitlines() if line.startswith("result ")]
     if row.status != STATUS_OK:
         out.message = (stderr.strip().splitlines() or [f"exit status {code}"])[-1][:300]
@@ -309,6 +332,9 @@ def conformance(settings: Settings, allocator: Allocator) -> dict[str, str]:
     if not allocator.preload_ok or not prog.exists():
         return {}
     code, stdout, stderr = run_measured([str(prog)], child_env(allocator.preload), 120)
+    ignored_preload = preload_failure(stderr)
+    if ignored_preload is not None:  # the findings would be glibc's
+        return {"tb_conform": f"error: {ignored_preload}"}
     found: dict[str, str] = {}
     for line in stdout.splitlines():
         kv = parse_kv(line)
@@ -339,7 +365,7 @@ def base_meta(settings: Settings, started: str) -> dict[str, object]:
         "started": started,
         "finished": None,
         "command": settings.command,
-        "git": dict(git_info()),
+        "git": dict(git_info(results=settings.out)),  # the run's own output is no change
         "machine": machine(),
         "baseline": settings.baseline,
         "fixed_baseline": settings.fixed_baseline,
@@ -366,16 +392,54 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+class NothingToRun(ValueError):
+    """The plan has no run: nothing chosen, or every pair skipped."""
+
+
+def nothing_to_run(settings: Settings) -> str:
+    """Why a plan with no run is empty."""
+    if not settings.allocators:
+        return "no allocator chosen"
+    if not settings.workloads:
+        return "no workload chosen"
+    return "every workload and allocator pair was skipped (see above)"
+
+
+#: What an earlier run left in the results directory besides runs.csv and
+#: meta.json: all of it describes runs that the new runs.csv no longer has.
+DERIVED_DIRS = ("plots", "series")
+DERIVED_FILES = ("report.md", "report.html")
+
+
+def prepare_out(out: Path) -> None:
+    """Makes the results directory, or raises OSError naming it."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(out))
+    out.mkdir(parents=True, exist_ok=True)
+
+
 def run_all(settings: Settings, log: Callable[[str], None]) -> tuple[Path, int]:
     """Runs the plan; writes runs.csv and meta.json; returns (csv, failed runs).
 
-    The plots and series of an earlier run in the same directory are removed
-    first: they would describe runs that runs.csv no longer has.
+    Raises NothingToRun, before touching the results directory, when the
+    plan is empty. Otherwise an earlier run's results there are replaced
+    before the first run: runs.csv by its header alone, then meta.json, and
+    the plots, series and reports are removed, so that an interrupted run
+    leaves no earlier run's results beside its own.
     """
-    settings.out.mkdir(parents=True, exist_ok=True)
-    for derived in ("plots", "series"):
-        shutil.rmtree(settings.out / derived, ignore_errors=True)
     runs, skipped = plan(settings)
+    for s in skipped:
+        log(f"skipped: {s['workload']} with {s['allocator']}: {s['reason']}")
+    if not runs:
+        raise NothingToRun(f"nothing to run: {nothing_to_run(settings)}; "
+                           f"{settings.out} left as it was")
+    prepare_out(settings.out)
+    for name in DERIVED_DIRS:
+        shutil.rmtree(settings.out / name, ignore_errors=True)
+    for name in DERIVED_FILES:
+        (settings.out / name).unlink(missing_ok=True)
+    writer = RunsWriter(settings.out / "runs.csv")
+    writer.write()  # the header alone, before meta.json names this run
     meta = base_meta(settings, now())
     meta["skipped"] = skipped
     failures: list[dict[str, object]] = []
@@ -383,12 +447,9 @@ def run_all(settings: Settings, log: Callable[[str], None]) -> tuple[Path, int]:
     meta["failures"], meta["runs"] = failures, run_log
     meta_path = settings.out / "meta.json"
     write_meta(meta, meta_path)
-    for s in skipped:
-        log(f"skipped: {s['workload']} with {s['allocator']}: {s['reason']}")
     meta["conformance"] = {a.name: conformance(settings, a) for a in settings.allocators
                            if a.preload_ok}
     write_meta(meta, meta_path)
-    writer = RunsWriter(settings.out / "runs.csv")
     with Progress(len(runs), width=44) as bar:
         for p in runs:
             bar.describe(f"{p.workload.name} {p.allocator.name} t={p.threads} "
@@ -410,8 +471,6 @@ def run_all(settings: Settings, log: Callable[[str], None]) -> tuple[Path, int]:
             bar.advance()
     meta["finished"] = now()
     write_meta(meta, meta_path)
-    if not runs:
-        writer.write()
     return writer.path, len(failures)
 
 
@@ -421,10 +480,14 @@ def repo_path(path: Path) -> Path:
 
 
 def selected(names: Optional[str], known: Sequence[str], what: str) -> list[str]:
-    """The comma-separated names asked for (all known when None), checked."""
+    """The comma-separated names asked for (all known when None), checked.
+
+    A name given twice counts once (in its first place): twice would run
+    each point twice under the same repetition number.
+    """
     if names is None:
         return list(known)
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    wanted = list(dict.fromkeys(n.strip() for n in names.split(",") if n.strip()))
     unknown = [n for n in wanted if n not in known]
     if unknown:
         raise ValueError(f"unknown {what}: {', '.join(unknown)} (known: {', '.join(known)})")

@@ -57,8 +57,8 @@ WORKLOADS: tuple[Workload, ...] = (
              "malloc+free pairs", "tb_enclave",
              ("--iterations", "100000"), ("--iterations", "2000")),
     Workload("frag", "fixed",
-             "the fragmentation soak (workload B): a 64 MiB enclave, N worker + N/4 other "
-             "threads doing rapid ECALLs with bursts of mixed sizes and a shared pool of "
+             "the fragmentation soak (workload B): a 64 MiB enclave, N worker + max(1, N/4) "
+             "other threads doing rapid ECALLs with bursts of mixed sizes and a shared pool of "
              "long-lived blocks; footprint and live bytes sampled over time",
              "ECALLs", "tb_frag", ("--duration", "10"), ("--duration", "1.5")),
     Workload("x509", "preload",

@@ -13,7 +13,7 @@ import matplotlib.image
 
 from tessbench import aggregate as ag
 from tessbench.plot import plot_all
-from tessbench.report import fmt_num, write_report
+from tessbench.report import fmt_num, render_markdown, workload_blocks, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -303,6 +303,38 @@ class FixedHeapReportTest(unittest.TestCase):
         self.assertIn("| tessalloc | 0 of 2 | malloc_huge_enomem (fail: errno-0); "
                       "pvalloc_usable_free (crash: signal-11) |", md)
         self.assertIn("| pvalloc_usable_free | pvalloc works |", md)
+
+
+class OwnColumnsTest(unittest.TestCase):
+    """A workload's own columns: integers without invented decimals, "cannot tell" as n/a."""
+
+    def test_integers_and_unknowns(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            columns = [*ag.FIXED_COLUMNS, "footprint_ratio", "generations",
+                       "peak_footprint_bytes"]
+            # (allocator, repetition, footprint_ratio, generations, peak_footprint_bytes)
+            rows = [("tessalloc", 1, "1.25", "2", "1048576"),
+                    ("tessalloc", 2, "1.5", "3", "2097152"),
+                    ("mimalloc3", 1, "", "2", "-1"), ("mimalloc3", 2, "", "2", "-1")]
+            with (out / "runs.csv").open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=columns, restval="")
+                writer.writeheader()
+                for allocator, rep, ratio, generations, footprint in rows:
+                    writer.writerow({
+                        "workload": "frag", "allocator": allocator, "threads": 1,
+                        "repetition": rep, "status": "ok", "elapsed_s": 1.0, "ops": 100,
+                        "ops_per_s": 100.0, "footprint_ratio": ratio,
+                        "generations": generations, "peak_footprint_bytes": footprint})
+            (out / "meta.json").write_text(json.dumps({"fixed_baseline": "tessalloc"}))
+            results = ag.load_results(out)
+            md = render_markdown(workload_blocks(results, "frag", []), out)
+        self.assertIn("n/a: the allocator cannot tell", md)
+        own = "## Own\n" + md[md.index("The workload's own columns"):]
+        # columns: allocator threads footprint_ratio generations peak_footprint_bytes
+        self.assertEqual(table_row(own, "Own", "tessalloc", 1)[2:],
+                         ["1.375", "2.5", "1,572,864"])
+        self.assertEqual(table_row(own, "Own", "mimalloc3", 1)[2:], ["\u2013", "2", "n/a"])
 
 
 if __name__ == "__main__":

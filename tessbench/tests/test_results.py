@@ -198,6 +198,16 @@ class RunProgramTest(unittest.TestCase):
         out = self.run_with("kill -SEGV $$\n")
         self.assertEqual(out.row.status, "crashed")
 
+    def test_ignored_preload_is_an_error(self) -> None:
+        """ld.so ran the program with its own malloc: its numbers are not the allocator's."""
+        out = self.run_with("echo \"ERROR: ld.so: object '/lib/a.so' from LD_PRELOAD cannot be "
+                            "preloaded (cannot open shared object file): ignored.\" >&2\n"
+                            "echo 'result workload=larson threads=2 ops=300 elapsed_s=1.5 "
+                            "ops_per_s=200.0'\n")
+        self.assertEqual(out.row.status, "error")
+        self.assertIn("cannot be preloaded", out.message)
+        self.assertIsNone(out.row.ops_per_s)
+
     def test_conformance_findings(self) -> None:
         prog = wl.conform_path(self.build)
         prog.parent.mkdir(parents=True, exist_ok=True)
@@ -212,10 +222,16 @@ class RunProgramTest(unittest.TestCase):
                                    workloads=(), threads=(1,), repeat=1, quick=True,
                                    baseline="a", fixed_baseline="c", seed=1, command="test",
                                    glibc_shim=None)
-        found = runner.conformance(settings, alloc("a", True, False))
+        # a preload that ld.so can load (libc itself), so the findings count
+        loadable = runner.Allocator("a", "1", "test", "libc.so.6", None, preload_ok=True)
+        found = runner.conformance(settings, loadable)
         self.assertEqual(found, {"malloc_huge_enomem": "ok",
                                  "pvalloc_usable_free": "crash: signal-11",
                                  "calloc_overflow_enomem": "fail: errno-0"})
+        # one that it cannot: the findings would be glibc's, not the allocator's
+        found = runner.conformance(settings, alloc("a", True, False))
+        self.assertEqual(list(found), ["tb_conform"])
+        self.assertIn("cannot be preloaded", found["tb_conform"])
         # a fixed-heap-only allocator is not preloaded anywhere: no findings
         self.assertEqual(runner.conformance(settings, alloc("c", False, True)), {})
 
@@ -263,3 +279,15 @@ class GitInfoTest(unittest.TestCase):
             self.assertEqual(git_info(repo, results=repo / "results")["dirty"], "no")
             (repo / "src.c").write_text("int y;\n")
             self.assertEqual(git_info(repo, results=repo / "results")["dirty"], "yes")
+
+    def test_results_outside_the_repository(self) -> None:
+        """git refuses a pathspec outside the repository: the answer must still come."""
+        with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as out:
+            repo = Path(tmp)
+            (repo / "src.c").write_text("int x;\n")
+            self.git(repo, "init", "-q")
+            self.git(repo, "add", ".")
+            self.git(repo, "commit", "-q", "-m", "c")
+            self.assertEqual(git_info(repo, results=Path(out))["dirty"], "no")
+            (repo / "src.c").write_text("int y;\n")
+            self.assertEqual(git_info(repo, results=Path(out))["dirty"], "yes")
