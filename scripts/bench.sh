@@ -34,7 +34,7 @@
 # scripts/fetch_fixed_peers.sh, or for tessbench `tessbench peers --install`
 # (cached under .cache/). Builds the project in Release into build/
 # (BUILD_DIR overrides). Works as root on a fresh Debian 12; as another user
-# it uses sudo for apt. The crates.io peers need cargo (rustup's, Rust 1.75
+# it uses sudo for apt. The crates.io peers need cargo (rustup's, Rust 1.78
 # or newer), which it does not install.
 set -euo pipefail
 
