@@ -31,12 +31,13 @@ static void thread_exit(void *heap) {
 
 void tessi_thread_attach(tess_heap_t *h) { tessi_plat_thread_watch(h); }
 
-/* fork(): every lock is held across it, in the order in which code that
- * holds one takes the next (the heap walk and the statistics output merge,
- * a merge counts the heaps and spans), so that the child starts with
- * consistent state and no lock held. The thread that forks may allocate
- * meanwhile, in other fork handlers (tessi_fork_holder). */
-static bool fork_held; /* by the forking thread, between its handlers */
+/* fork(): every lock of the allocator is held across it, in the order in
+ * which code that holds one takes the next (the heap walk merges the
+ * statistics, a merge counts the heaps and spans), so that the child
+ * starts with consistent state and no lock held. The thread that forks
+ * may allocate meanwhile, in other fork handlers (tessi_fork_holder). The
+ * statistics output's mutex is not held, only made anew in the child. */
+static __thread bool fork_held; /* between this thread's handlers */
 
 static void fork_locks(tess_fork_phase_t phase) {
   tessi_check_fork(phase);

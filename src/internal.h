@@ -625,8 +625,9 @@ struct tess_stats;
 void tessi_slab_census(tess_slab_census_t *census, bool lock);
 /* Every counter added up, peaks updated (stats.c). */
 void tessi_stats_merge(struct tess_stats *s);
-/* The merge's lock (stats.c), the heap walk's (check.c) and the output's
- * (stats_os.c, not in OE builds) across fork(). */
+/* The merge's lock (stats.c) and the heap walk's (check.c) across fork();
+ * the output's mutex, made anew in the child (stats_os.c, not in OE
+ * builds). */
 void tessi_stats_fork(tess_fork_phase_t phase);
 void tessi_check_fork(tess_fork_phase_t phase);
 void tessi_stats_output_fork(tess_fork_phase_t phase);

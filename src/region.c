@@ -424,8 +424,9 @@ void *tessi_meta_alloc(size_t bytes) {
 }
 
 void tessi_regions_lock_all(void) {
-  tessi_lock(&region_lock);
+  /* metadata first: a metadata chunk may need a new region (link_region) */
   tessi_lock(&meta.lock);
+  tessi_lock(&region_lock);
   tessi_lock(&open_lock);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     tessi_partitions_lock(r);

@@ -23,8 +23,11 @@
 
 /* One merge and one report at a time: both are static (5 and 16 KiB, too
  * much for the stack of a small thread or a destructor), under
- * output_lock, held until the report is written out. */
-static tess_lock_t output_lock;
+ * output_lock, held until the report is written out. A mutex, not one of
+ * the allocator's locks: fork() does not wait for it (a report may be
+ * blocked on a full pipe) and the child makes it anew, and the thread that
+ * forks does not count it as its own (tessi_fork_holder). */
+static pthread_mutex_t output_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tess_stats merged;
 static char report[16384];
 
@@ -36,7 +39,9 @@ static uint64_t now_ms(void) {
 
 static uint64_t start_ms;
 
-void tessi_stats_output_fork(tess_fork_phase_t phase) { tessi_lock_for_fork(&output_lock, phase); }
+void tessi_stats_output_fork(tess_fork_phase_t phase) {
+  if (phase == TESS_FORK_CHILD) pthread_mutex_init(&output_lock, NULL);
+}
 
 static void write_all(int fd, const char *text, size_t len) {
   while (len > 0) {
@@ -152,16 +157,16 @@ static size_t format_locked(bool json, int64_t time_ms) {
 
 /* Writes the statistics to TESS_STATS_FILE or standard error. */
 static void emit_stats(bool json, int64_t time_ms) {
-  tessi_lock(&output_lock);
+  pthread_mutex_lock(&output_lock);
   emit(report, format_locked(json, time_ms));
-  tessi_unlock(&output_lock);
+  pthread_mutex_unlock(&output_lock);
 }
 
 void tess_stats_print(FILE *out) {
   (void)tessi_ensure_init();
-  tessi_lock(&output_lock);
+  pthread_mutex_lock(&output_lock);
   fwrite(report, 1, format_locked(false, -1), out != NULL ? out : stderr);
-  tessi_unlock(&output_lock);
+  pthread_mutex_unlock(&output_lock);
 }
 
 /* ------------------------------------------------------ exit and series */
@@ -196,9 +201,9 @@ void tessi_stats_series_tick(void) {
   /* the line is skipped while a report is being written: malloc_info and
    * tess_stats_print write theirs with stdio under output_lock, and stdio
    * may allocate, which brings this thread back here */
-  if (!tessi_trylock(&output_lock)) return;
+  if (pthread_mutex_trylock(&output_lock) != 0) return;
   emit(report, format_locked(true, (int64_t)(now - start_ms)));
-  tessi_unlock(&output_lock);
+  pthread_mutex_unlock(&output_lock);
 }
 
 /* Runs when the library is loaded (or the program starts, when linked
@@ -240,7 +245,7 @@ static uint64_t slab_free_blocks(const struct tess_stats *s) {
 
 __attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void) {
   (void)tessi_ensure_init();
-  tessi_lock(&output_lock);
+  pthread_mutex_lock(&output_lock);
   tessi_stats_merge(&merged);
   const struct tess_stats *s = &merged;
   struct mallinfo2 mi;
@@ -253,7 +258,7 @@ __attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void) {
   mi.usmblks = s->peak_footprint;
   mi.uordblks = in_use;
   mi.fordblks = s->footprint > in_use ? s->footprint - in_use : 0;
-  tessi_unlock(&output_lock);
+  pthread_mutex_unlock(&output_lock);
   return mi;
 }
 
@@ -275,7 +280,7 @@ __attribute__((visibility("default"))) struct mallinfo mallinfo(void) {
 __attribute__((visibility("default"))) void malloc_stats(void) {
   char line[1024];
   (void)tessi_ensure_init();
-  tessi_lock(&output_lock);
+  pthread_mutex_lock(&output_lock);
   tessi_stats_merge(&merged);
   const struct tess_stats *s = &merged;
   uint64_t in_use = s->live_bytes - s->huge.live_bytes;
@@ -287,7 +292,7 @@ __attribute__((visibility("default"))) void malloc_stats(void) {
                    (unsigned long long)(s->footprint + s->huge.live_bytes),
                    (unsigned long long)s->live_bytes, (unsigned long long)s->huge.live,
                    (unsigned long long)s->huge.live_bytes);
-  tessi_unlock(&output_lock);
+  pthread_mutex_unlock(&output_lock);
   if (n > 0) write_all(STDERR_FILENO, line, TESS_MIN((size_t)n, sizeof line - 1));
 }
 
@@ -300,7 +305,7 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *out) {
     return -1;
   }
   (void)tessi_ensure_init();
-  tessi_lock(&output_lock);
+  pthread_mutex_lock(&output_lock);
   tessi_stats_merge(&merged);
   const struct tess_stats *s = &merged; /* under output_lock to the end */
   uint64_t free_blocks = 0, free_bytes = 0, from = 1;
@@ -339,7 +344,7 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *out) {
           (unsigned long long)s->huge.live, (unsigned long long)s->huge.live_bytes,
           (unsigned long long)(system + s->huge.live_bytes), (unsigned long long)s->peak_footprint,
           (unsigned long long)s->region_bytes, (unsigned long long)system);
-  tessi_unlock(&output_lock);
+  pthread_mutex_unlock(&output_lock);
   return 0;
 }
 
