@@ -17,6 +17,10 @@ for mib in "${sizes[@]}"; do
   for lib in "${libs[@]}"; do
     line=$("$bench" --allocator "$lib" --workload b --host pooled --duration "$seconds" \
       --heap-pages $((mib * 256)) 2>/dev/null | grep '^result' || true)
+    if [[ -z $line ]]; then # a crash or a failed check without numbers
+      printf '%-10s %4s %9s\n' "$(basename "$lib" .so | sed 's/libfixed_//')" "$mib" "no result"
+      continue
+    fi
     get() { tr ' ' '\n' <<<"$line" | sed -n "s/^$1=//p"; }
     printf '%-10s %4s %9s %12.2f %12.2f %13.0f\n' "$(get allocator)" "$mib" "$(get nulls)" \
       "$(bc -l <<<"$(get peak_live_bytes) / 1048576")" \
