@@ -145,14 +145,32 @@ static void finish_init(void) {
 }
 
 #if TESS_OVERRIDE
-/* As the malloc of the process, the handlers go in as early as may be,
- * when the library is loaded: handlers run before fork() in the reverse
- * order of their registration, so ours run after those registered later,
- * and a lock those take, whose holder waits in malloc, is free before we
- * hold malloc's (glibc takes its own inside fork(), after every handler).
- * glibc keeps the first handlers without allocating. */
-__attribute__((constructor)) static void fork_hooks_early(void) {
-  tessi_plat_fork_hooks(fork_prepare, fork_parent, fork_child);
+/* As the malloc of the process, our fork handlers go in before any other:
+ * handlers run before fork() in the reverse order of their registration,
+ * so ours run last, and a lock another handler takes, whose holder waits
+ * in malloc, is free before we hold malloc's (glibc takes its own inside
+ * fork(), after every handler). Our constructor may run after other
+ * libraries' constructors have registered theirs (with LD_PRELOAD, the
+ * program's libraries start first), so pthread_atfork's __register_atfork
+ * is ours too: the first registration puts ours in first. glibc keeps the
+ * first handlers without allocating. */
+static _Atomic(int) fork_hooks_in;
+
+static void fork_hooks_once(void) {
+  if (!atomic_exchange_explicit(&fork_hooks_in, 1, memory_order_acq_rel)) {
+    tessi_plat_fork_hooks(fork_prepare, fork_parent, fork_child);
+  }
+}
+
+__attribute__((constructor)) static void fork_hooks_early(void) { fork_hooks_once(); }
+
+int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso);
+
+__attribute__((visibility("default"))) int __register_atfork(void (*prepare)(void),
+                                                             void (*parent)(void),
+                                                             void (*child)(void), void *dso) {
+  fork_hooks_once();
+  return tessi_plat_register_atfork(prepare, parent, child, dso);
 }
 #endif
 

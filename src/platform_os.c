@@ -1,6 +1,7 @@
 /* Linux implementation of the platform contract (platform.h). */
 #include "platform.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -117,6 +118,35 @@ void tessi_plat_thread_watch(void *arg) {
   }
 }
 
+#if TESS_OVERRIDE
+extern void *__dso_handle;
+
+typedef int (*register_atfork_fn)(void (*)(void), void (*)(void), void (*)(void), void *);
+
+int tessi_plat_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                               void *dso) {
+  static _Atomic(register_atfork_fn) glibc_register;
+  register_atfork_fn fn = atomic_load_explicit(&glibc_register, memory_order_acquire);
+  if (fn == NULL) {
+    *(void **)&fn = dlsym(RTLD_NEXT, "__register_atfork"); /* POSIX's cast */
+    if (fn == NULL) return ENOSYS;
+    atomic_store_explicit(&glibc_register, fn, memory_order_release);
+  }
+  return fn(prepare, parent, child, dso);
+}
+
+/* (pthread_atfork would come back through our __register_atfork) */
+void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+  (void)tessi_plat_register_atfork(prepare, parent, child, &__dso_handle);
+}
+#else
+int tessi_plat_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                               void *dso) {
+  (void)dso;
+  return pthread_atfork(prepare, parent, child);
+}
+
 void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
   pthread_atfork(prepare, parent, child);
 }
+#endif

@@ -13,8 +13,11 @@
  *   the child then needs for its own (tess_stats_get, tess_stats_print);
  * - fork handlers registered before the allocator's (a constructor of
  *   high priority, before tessalloc's own) allocate and free, as glibc
- *   allows: their prepare step runs after the allocator's has taken its
- *   locks, their child step before it lets them go.
+ *   allows: with tess_*, their prepare step runs after the allocator's has
+ *   taken its locks, their child step before it lets them go;
+ * - with the standard names, a handler registered that early also takes a
+ *   lock of its own, which a thread holds while it allocates: tessalloc's
+ *   handlers must run after it (glibc takes its malloc locks inside fork).
  *
  * The normal build uses the standard names (libtessalloc.a), so glibc's
  * fork handling of malloc is replaced too; TESS_FORK_API selects tess_*.
@@ -85,8 +88,32 @@ static void allocate_in_handler(void) {
   T_FREE(large);
 }
 
+#ifndef TESS_FORK_API
+static pthread_mutex_t g_handler_lock = PTHREAD_MUTEX_INITIALIZER;
+static void handler_lock(void) { pthread_mutex_lock(&g_handler_lock); }
+static void handler_unlock(void) { pthread_mutex_unlock(&g_handler_lock); }
+
+/* Allocates and frees with g_handler_lock held, as a library does under
+ * the lock its fork handlers take. */
+static void *lock_holder(void *arg) {
+  (void)arg;
+  while (!atomic_load_explicit(&g_stop, memory_order_relaxed)) {
+    pthread_mutex_lock(&g_handler_lock);
+    void *small = T_MALLOC(48), *large = T_MALLOC(200 << 10);
+    REQUIRE(small != NULL && large != NULL, "malloc under the handlers' lock");
+    T_FREE(large);
+    T_FREE(small);
+    pthread_mutex_unlock(&g_handler_lock);
+  }
+  return NULL;
+}
+#endif
+
 __attribute__((constructor(101))) static void early_fork_handlers(void) {
   pthread_atfork(allocate_in_handler, allocate_in_handler, allocate_in_handler);
+#ifndef TESS_FORK_API
+  pthread_atfork(handler_lock, handler_unlock, handler_unlock);
+#endif
 }
 
 static int block_ok(const struct block *b) { return pat_check(b->p, b->n, b->key) == PAT_OK; }
@@ -198,6 +225,10 @@ static void wait_progress(int fork_no) {
 int main(int argc, char **argv) {
   int forks = argc > 1 ? atoi(argv[1]) : 50;
   pthread_t t[THREADS], reader;
+#ifndef TESS_FORK_API
+  pthread_t holder;
+  REQUIRE(pthread_create(&holder, NULL, lock_holder, NULL) == 0, "create");
+#endif
   g_devnull = fopen("/dev/null", "w");
   REQUIRE(g_devnull != NULL, "/dev/null");
   for (int i = 0; i < THREADS; i++)
@@ -229,6 +260,9 @@ int main(int argc, char **argv) {
   atomic_store(&g_stop, 1);
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
   pthread_join(reader, NULL);
+#ifndef TESS_FORK_API
+  pthread_join(holder, NULL);
+#endif
   CHECK(!atomic_load(&g_handler_failed), "an allocation in a fork handler failed");
   for (int i = 0; i < g_npool; i++) drop(&g_pool[i]);
   long ops = 0;
