@@ -811,11 +811,12 @@ static void pool_pressure(void) {
     }
     for (int i = 0; i < THREADS; i++) pthread_join(threads[i], NULL);
   }
-  /* the second fill is the one compared: in about 1 run of 100 a page
-   * or two stay held (by what, not yet found) until the first fill's NULL
-   * reclaims them, and the blocks placed around them leave room for 14
-   * blocks of 1 MiB, not 15 (a review's flake hunt); memory lost for
-   * good still fails the check */
+  /* the second fill is the one compared: in about 1 run of 100 an
+   * orphan slab whose last frees raced with its orphaning keeps its page
+   * until an orphan sweep (the first fill's NULL reclaims it), and the
+   * blocks placed around it leave room for 14 blocks of 1 MiB, not 15 (a
+   * review's flake hunt, then a traced reclaim); memory lost for good
+   * still fails the check */
   size_t heaps = heaps_made();
   (void)megabytes_that_fit();
   size_t after = megabytes_that_fit();
