@@ -355,7 +355,6 @@ static bool large_resized(const block_info_t *info, size_t size) {
 }
 
 void *tess_realloc(void *p, size_t size) {
-  int saved_errno = errno;
   if (p == NULL) return tess_malloc(size);
   block_info_t info = classify(p);
   if (info.kind == BLOCK_INVALID) tessi_report_invalid("realloc", p, info.why);
@@ -386,6 +385,7 @@ void *tess_realloc(void *p, size_t size) {
       break;
     case BLOCK_INVALID: break;
   }
+  int saved_errno = errno;
   void *q = alloc_slow(size, 0, false);
   if (q == NULL) {
     /* before answering NULL the allocation gave back what heaps kept,

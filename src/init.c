@@ -41,9 +41,6 @@ static __thread bool fork_held; /* between this thread's handlers */
 
 static void fork_locks(tess_fork_phase_t phase) {
   tessi_check_fork(phase);
-#if !TESS_OE
-  tessi_stats_output_fork(phase);
-#endif
   tessi_stats_fork(phase);
 }
 
@@ -73,6 +70,9 @@ static void fork_child(void) {
   tessi_regions_unlock_all(true);
   tessi_heaps_fork_child();
   fork_locks(TESS_FORK_CHILD);
+#if !TESS_OE
+  tessi_stats_output_fork_child();
+#endif
 }
 
 static void make_primary(tess_region_t *r) {

@@ -260,8 +260,7 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
 /* Fixed regions: the lowest run of free pages across partition boundaries
  * that fits, or with `inside` the lowest run or span (locks every open
- * partition).
- * NULL when there is none. */
+ * partition). NULL when there is none. */
 tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
                                      uint8_t kind, bool *is_zero, bool inside);
 /* Empties every deferred stack of r; the caller holds all its locks. */
@@ -630,7 +629,7 @@ void tessi_stats_merge(struct tess_stats *s);
  * builds). */
 void tessi_stats_fork(tess_fork_phase_t phase);
 void tessi_check_fork(tess_fork_phase_t phase);
-void tessi_stats_output_fork(tess_fork_phase_t phase);
+void tessi_stats_output_fork_child(void);
 /* s as one JSON object (time_ms, pid < 0: no such field); snprintf's
  * contract. */
 size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int64_t time_ms,

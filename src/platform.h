@@ -72,8 +72,9 @@ void tessi_plat_thread_watch(void *arg);
 
 /* Run these around fork() (no-op where there is no fork). */
 void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void));
-/* Override builds: glibc's own __register_atfork, which ours stands in
- * front of (init.c); an error number when it cannot be found. */
+/* Override builds only (OS platform): glibc's own __register_atfork,
+ * which ours stands in front of (init.c); an error number when it cannot
+ * be found. */
 int tessi_plat_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
                                void *dso);
 

@@ -140,12 +140,6 @@ void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*c
   (void)tessi_plat_register_atfork(prepare, parent, child, &__dso_handle);
 }
 #else
-int tessi_plat_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
-                               void *dso) {
-  (void)dso;
-  return pthread_atfork(prepare, parent, child);
-}
-
 void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
   pthread_atfork(prepare, parent, child);
 }

@@ -278,22 +278,24 @@ static size_t big_pages(const tess_region_t *r) {
   return TESS_MAX(each / 32, (size_t)TESS_SPAN_CACHE_PAGES + 1);
 }
 
-/* A big request in a fixed region: the lowest span or run of free pages
- * that fits, in the open partitions or across their boundaries, else runs
- * into the next partitions, opened one by one (address-ordered first fit,
- * dlmalloc's kind of placement for big blocks). Placed inside partitions
- * from their starts, blocks of a sizeable fraction of a partition left a
- * tail in every one: 1 MiB blocks filled only 48 MiB of a 64 MiB region
- * (16 partitions of 3.93 MiB), 3 MiB blocks 47; packed across the
- * boundaries, they fill it. Big blocks are seldom made, and each holds
- * every partition lock once. */
-static tess_page_t *alloc_big_in_fixed(tess_region_t *r, size_t pages, size_t align_pages,
-                                       uint8_t kind, bool *is_zero, tess_partition_t **from) {
+/* A run of free pages across the partitions of fixed region r
+ * (tessi_span_alloc_across), in the open ones, else on into the next,
+ * opened one by one. With `inside`, for a big request: the lowest span or
+ * run that fits (address-ordered first fit, dlmalloc's kind of placement
+ * for big blocks). Placed inside partitions from their starts, blocks of
+ * a sizeable fraction of a partition left a tail in every one: 1 MiB
+ * blocks filled only 48 MiB of a 64 MiB region (16 partitions of 3.93
+ * MiB), 3 MiB blocks 47; packed across the boundaries, they fill it. Big
+ * blocks are seldom made, and each holds every partition lock once.
+ * Without, the last resort of a request no partition alone can serve. */
+static tess_page_t *alloc_across_opening(tess_region_t *r, size_t pages, size_t align_pages,
+                                         uint8_t kind, bool *is_zero, tess_partition_t **from,
+                                         bool inside) {
   uint32_t open = tessi_open_partitions(r);
-  tess_page_t *d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero, true);
+  tess_page_t *d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero, inside);
   while (d == NULL && open < r->partition_count) {
     open = region_open_next(r, open);
-    d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero, true);
+    d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero, inside);
   }
   if (d != NULL) *from = tessi_partition_of(r, d);
   return d;
@@ -307,7 +309,7 @@ static tess_page_t *alloc_in_region(tess_region_t *r, unsigned start, size_t pag
    * inside the partitions could serve it) */
   size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
   if (r->is_fixed && r->partition_count > 1 && need >= big_pages(r)) {
-    return alloc_big_in_fixed(r, pages, align_pages, kind, is_zero, from);
+    return alloc_across_opening(r, pages, align_pages, kind, is_zero, from, true);
   }
   if (r->is_fixed) return alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from);
   for (unsigned k = 0; k < r->partition_count; k++) {
@@ -337,17 +339,8 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
     if (d != NULL) return d;
   }
   if (home_region->is_fixed) {
-    /* the region is all there is: a run across the open partitions, or
-     * across them and the next ones, opened one by one */
-    for (uint32_t open = tessi_open_partitions(home_region);;) {
-      d = tessi_span_alloc_across(home_region, pages, align_pages, kind, is_zero, false);
-      if (d != NULL) {
-        *from = tessi_partition_of(home_region, d);
-        return d;
-      }
-      if (open >= home_region->partition_count) return NULL;
-      open = region_open_next(home_region, open);
-    }
+    /* the region is all there is: a run across its partitions */
+    return alloc_across_opening(home_region, pages, align_pages, kind, is_zero, from, false);
   }
   /* OS mode, every region full: add one, at least as large as the request
    * (with room for its descriptors) */

@@ -39,9 +39,7 @@ static uint64_t now_ms(void) {
 
 static uint64_t start_ms;
 
-void tessi_stats_output_fork(tess_fork_phase_t phase) {
-  if (phase == TESS_FORK_CHILD) pthread_mutex_init(&output_lock, NULL);
-}
+void tessi_stats_output_fork_child(void) { pthread_mutex_init(&output_lock, NULL); }
 
 static void write_all(int fd, const char *text, size_t len) {
   while (len > 0) {

@@ -10,7 +10,7 @@ standard library is imported at module level: rich is imported by
 * logging and a progress bar: :func:`make_log`, :class:`Progress`;
 * running measured programs: :func:`child_env`, :func:`run_measured`,
   :func:`stop_group`, :func:`preload_failure`, :func:`parse_kv`,
-  :class:`BenchError`;
+  :class:`BenchError`; option values: :func:`names_list`;
 * reporting: :func:`median`, :func:`fmt_ratio`, :func:`verdict`,
   :func:`header_lines`, :func:`skipped_lines`;
 * meta.json: :func:`machine_info`, :func:`git_info`, :func:`compiler_info`,
@@ -190,6 +190,12 @@ def preload_failure(stderr: str) -> Optional[str]:
         if PRELOAD_FAILED in line:
             return line.strip()[:300]
     return None
+
+
+def names_list(text: str) -> list[str]:
+    """A comma-separated option's items, blanks around them dropped, each
+    once, in the order first given (a name given twice would run twice)."""
+    return list(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
 
 
 def parse_kv(line: str) -> dict[str, str]:

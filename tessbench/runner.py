@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from tessbench import realprogs
 from tessbench import workloads as wl
 from tessbench.benchlib import (REPO_ROOT, Progress, child_env, git_info, machine_info,
-                                parse_kv, preload_failure, run_measured)
+                                names_list, parse_kv, preload_failure, run_measured)
 from tessbench.results import STATUS_OK, RunRow, RunsWriter, write_meta
 
 VERSION = "0.1.0"
@@ -487,7 +487,7 @@ def selected(names: Optional[str], known: Sequence[str], what: str) -> list[str]
     """
     if names is None:
         return list(known)
-    wanted = list(dict.fromkeys(n.strip() for n in names.split(",") if n.strip()))
+    wanted = names_list(names)
     unknown = [n for n in wanted if n not in known]
     if unknown:
         raise ValueError(f"unknown {what}: {', '.join(unknown)} (known: {', '.join(known)})")

@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tessbench.benchlib import (  # noqa: E402
     REPO_ROOT, BenchError, CommonMeta, Progress, child_env, command_line,
     common_meta, fmt_ratio, header_lines, machine_info, make_log, median,
-    parse_kv, run_measured, skipped_lines, verdict)
+    names_list, parse_kv, run_measured, skipped_lines, verdict)
 
 log = make_log("run_enclave")
 TESSALLOC = "tessalloc"
@@ -260,12 +260,6 @@ def order_plugins(plugins: list[Plugin]) -> list[Plugin]:
                else len(PREFERRED_ORDER))
         return pos, plugins.index(p)
     return sorted(plugins, key=key)
-
-
-def names_list(text: str) -> list[str]:
-    """A comma-separated option's items, blanks around them dropped, each
-    once, in the order given."""
-    return list(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
 
 
 def collect_plugins(args: argparse.Namespace,
