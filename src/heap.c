@@ -360,6 +360,7 @@ static void heap_delayed_push(tess_heap_t *h, tess_block_t *b) {
 }
 
 static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner);
+static void orphan_note_late(tess_page_t *d, tess_heap_t *mark);
 
 void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
   tess_heap_t *mark = atomic_load_explicit(&d->owner, memory_order_relaxed);
@@ -384,7 +385,12 @@ void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
     } else {
       b->next = (tess_block_t *)old;
       if (atomic_compare_exchange_weak_explicit(&d->remote, &old, (uintptr_t)b,
-                                                memory_order_release, memory_order_relaxed)) {
+                                                memory_order_seq_cst, memory_order_relaxed)) {
+        /* the owner again: an orphan now (its list was busy, or a heap
+         * orphaned the slab since we read it) collects the block only if
+         * told (orphan_note_late) */
+        tess_heap_t *now = atomic_load_explicit(&d->owner, memory_order_seq_cst);
+        if (TESS_UNLIKELY(tessi_is_orphan_owner(now))) orphan_note_late(d, now);
         return;
       }
     }
@@ -468,6 +474,7 @@ static void process_delayed(tess_heap_t *h) {
  * orphans from its own list first, moving on when one is busy, so threads
  * ending or starting calls together do not queue on one lock. */
 #define ORPHAN_SHARDS 8
+#define ORPHAN_LATE_SLOTS 4
 
 /* A line or two of its own, and each class's mask below a line of its
  * own: with 20 calls at once on 16 CPUs (workload B, pooled), the loads
@@ -483,6 +490,11 @@ typedef struct orphan_list_s {
   _Atomic(uint32_t) filed;           /* every slab filed, full ones too: the same */
   tess_bin_t bucket[ORPHAN_BUCKETS]; /* with room; [ORPHAN_BUCKETS - 1]: fullest */
   tess_bin_t full;                   /* no free block */
+  /* late frees (orphan_note_late): orphans to collect, more than the slots
+   * hold (collect every one), and whether any is noted */
+  _Atomic(tess_page_t *) late[ORPHAN_LATE_SLOTS];
+  _Atomic(bool) late_more;
+  _Atomic(bool) late_noted;
 } orphan_list_t;
 static orphan_list_t orphans[TESS_CLASSES][ORPHAN_SHARDS];
 /* Bit k of orphans_filed[cls]: orphans[cls][k] has a slab filed. Written
@@ -496,25 +508,30 @@ static orphan_mask_t orphans_filed[TESS_CLASSES];
 _Static_assert(ORPHAN_SHARDS <= 8, "a bit per shard");
 
 /* An orphan's owner is the mark of the list it is filed in: a free into
- * it finds the list without a search, and the filer may choose any list
- * that is not busy. */
-char tessi_orphan_marks[TESS_ORPHAN_SHARDS];
-_Static_assert(ORPHAN_SHARDS == TESS_ORPHAN_SHARDS, "one mark per shard");
+ * it finds the list without a search (and without reading the slab's
+ * class, which a late free must not: heap.c, orphan_note_late), and the
+ * filer may choose any list that is not busy. */
+char tessi_orphan_marks[TESS_ORPHAN_LISTS];
+_Static_assert(ORPHAN_SHARDS == TESS_ORPHAN_SHARDS, "one mark per list");
 
-static inline tess_heap_t *orphan_owner(unsigned shard) {
-  return (tess_heap_t *)(void *)&tessi_orphan_marks[shard];
+static inline tess_heap_t *orphan_mark(const orphan_list_t *list) {
+  return (tess_heap_t *)(void *)&tessi_orphan_marks[list - &orphans[0][0]];
+}
+
+static inline orphan_list_t *orphan_list_of(const tess_heap_t *mark) {
+  return &orphans[0][0] + ((const char *)(const void *)mark - tessi_orphan_marks);
 }
 
 /* The first list of class cls, from h's own on, that is not busy, locked
  * (h's own, waited for, when all are busy). */
-static orphan_list_t *orphan_list_lock(tess_heap_t *h, unsigned cls, unsigned *shard) {
+static orphan_list_t *orphan_list_lock(tess_heap_t *h, unsigned cls) {
   for (unsigned k = 0; k < ORPHAN_SHARDS; k++) {
-    *shard = (h->shard + k) % ORPHAN_SHARDS;
-    if (tessi_trylock(&orphans[cls][*shard].lock)) return &orphans[cls][*shard];
+    orphan_list_t *list = &orphans[cls][(h->shard + k) % ORPHAN_SHARDS];
+    if (tessi_trylock(&list->lock)) return list;
   }
-  *shard = h->shard;
-  tessi_lock(&orphans[cls][*shard].lock);
-  return &orphans[cls][*shard];
+  orphan_list_t *own = &orphans[cls][h->shard % ORPHAN_SHARDS];
+  tessi_lock(&own->lock);
+  return own;
 }
 
 /* The bin an orphan is in: the one its state gives (every change of an
@@ -560,94 +577,6 @@ static void orphan_unfile_locked(orphan_list_t *list, tess_page_t *d) {
   orphan_unfile_from(list, d, orphan_bin_locked(list, d));
 }
 
-/* Files the chain (through next) of orphans of one class, all collected,
- * without bias, with some block out, in a list that is not busy. The owner
- * becomes the list's mark under its lock, so a thread that finds the mark
- * finds the slab filed. */
-static void orphans_push(tess_heap_t *h, tess_page_t *chain) {
-  unsigned shard;
-  orphan_list_t *list = orphan_list_lock(h, chain->size_class, &shard);
-  while (chain != NULL) {
-    tess_page_t *next = chain->next;
-    h->slabs_owned[chain->size_class]--;
-    atomic_store_explicit(&chain->owner, orphan_owner(shard), memory_order_relaxed);
-    orphan_file_locked(list, chain);
-    chain = next;
-  }
-  tessi_unlock(&list->lock);
-}
-
-/* A free by any thread into an orphan (owner: a list's mark): done at once
- * under the list's lock, if it is free. False when it is busy, or a heap
- * took the slab meanwhile: the caller pushes the block on the remote stack
- * then, for the next taker (or the out-of-memory sweep) to collect. */
-static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
-  unsigned cls = d->size_class;
-  orphan_list_t *list = &orphans[cls][(char *)(void *)owner - tessi_orphan_marks];
-  if (!tessi_trylock(&list->lock)) return false;
-  if (atomic_load_explicit(&d->owner, memory_order_relaxed) != owner || d->size_class != cls) {
-    tessi_unlock(&list->lock);
-    return false;
-  }
-  /* it goes to the front of its bucket (takers take the first), maybe
-   * another one (a bucket spans a quarter of the slab); the list's counts
-   * change only when it empties or leaves the full list */
-  tess_bin_t *was = orphan_bin_locked(list, d);
-  tessi_slab_collect_remote(d); /* frees that raced with the orphaning */
-  if (d->state <= 0) {
-    orphan_unfile_from(list, d, was);
-    orphan_file_locked(list, d);
-    tessi_unlock(&list->lock);
-    tessi_report_invalid("free", b, "double free");
-  }
-  b->next = d->local_free;
-  d->local_free = b;
-  bool empty = --d->state == 0;
-  if (empty) {
-    orphan_unfile_from(list, d, was);
-  } else {
-    tess_bin_t *now = orphan_bin_locked(list, d); /* (never the full list) */
-    if (now != was || was->first != d) {
-      tessi_list_unlink(was, d);
-      tessi_list_push(now, d);
-      if (was == &list->full) {
-        atomic_store_explicit(&list->with_room, list->with_room + 1, memory_order_relaxed);
-      }
-    }
-  }
-  tessi_unlock(&list->lock);
-  if (empty) {
-    TESS_STAT_MINE(slabs_done[cls], 1);
-    slab_release(d);
-  }
-  return true;
-}
-
-tess_lock_t *tessi_orphan_list_lock(unsigned cls, unsigned shard) {
-  return &orphans[cls][shard % ORPHAN_SHARDS].lock;
-}
-
-/* Takes an orphan with room of a locked list, or NULL: from the bucket of
- * those a quarter to half full, then fuller ones, the sparsest last. Taken
- * fullest first (as before), an orphan yielded few blocks: in workload B
- * with pooled hosts, on 2 CPUs, this order gave 11.7 % more calls per
- * second (worker calls 5.5 %) at the same mean footprint; with a new host
- * thread per call 7 % more and +0.011 of footprint per live byte over
- * time (its peaks no higher). The sparsest first gained as much speed but
- * cost that variant 0.03 (docs/results/README.md, thirteenth session). */
-static tess_page_t *orphan_pick_locked(orphan_list_t *list) {
-  _Static_assert(ORPHAN_BUCKETS == 4, "the order names every bucket");
-  static const uint8_t order[ORPHAN_BUCKETS] = {1, 2, 3, 0};
-  for (unsigned k = 0; k < ORPHAN_BUCKETS; k++) {
-    tess_page_t *d = list->bucket[order[k]].first;
-    if (d != NULL) {
-      orphan_unfile_locked(list, d);
-      return d;
-    }
-  }
-  return NULL;
-}
-
 /* Collects the frees on orphan d's remote stack: d is refiled, or, when
  * that emptied it, put on the chain *released (for orphans_release). */
 static void orphan_collect_locked(orphan_list_t *list, tess_page_t *d, tess_page_t **released) {
@@ -671,26 +600,180 @@ static void orphans_release(tess_page_t *chain) {
   }
 }
 
-/* Frees left on the remote stacks of the oldest full orphans (their list
- * was busy when they were made): collected, and the orphans refiled, or
- * returned to their partition when that emptied them. A few at about one
- * take in ORPHAN_TEND_EVERY (a take on the heap's every ORPHAN_TEND_EVERY-
- * th slab slow path), so an orphan whose last frees all missed the lock
- * does not stay full. Tending at every take found something in 1 of 2,000
- * (workload B, 2 CPUs: 12,800 collected in 26 M takes), and locked the
- * heap's own list for it alone in 6 % of them. */
-#ifndef ORPHAN_TEND_EVERY
-#define ORPHAN_TEND_EVERY 16
-#endif
-static void orphans_tend_locked(orphan_list_t *list, tess_page_t **released) {
-  tess_page_t *d = list->full.last;
-  for (unsigned n = 0; n < 4 && d != NULL; n++) {
-    tess_page_t *prev = d->prev;
-    if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
+/* Late frees. A free leaves its block on an orphan's remote stack when
+ * the orphan's list is busy, or when it read a heap as the slab's owner
+ * just before the heap orphaned it. Left there, an orphan whose last
+ * blocks were freed so looked in use until a heap took it, and the
+ * sparsest are taken last: in test_fixed's orphan-race, a quarter of the
+ * calls that ended while another thread freed their blocks left a page
+ * held so. So that free notes the orphan on its list, and whoever holds
+ * the list collects what is noted before letting it go
+ * (orphan_list_unlock); the free takes the lock itself if it is free.
+ * Nobody waits for the lock. */
+
+/* The noted orphans of a locked list: each still filed in it is
+ * collected (and on *released if that emptied it). */
+static void orphans_collect_noted_locked(orphan_list_t *list, tess_page_t **released) {
+  tess_heap_t *mark = orphan_mark(list);
+  for (unsigned k = 0; k < ORPHAN_LATE_SLOTS; k++) {
+    tess_page_t *d = atomic_exchange_explicit(&list->late[k], NULL, memory_order_seq_cst);
+    /* filed here: its owner becomes the mark under this lock (and one
+     * noted twice may have emptied at the first: on *released, state 0) */
+    if (d != NULL && atomic_load_explicit(&d->owner, memory_order_relaxed) == mark &&
+        d->state > 0) {
       orphan_collect_locked(list, d, released);
     }
-    d = prev;
   }
+  if (!atomic_exchange_explicit(&list->late_more, false, memory_order_seq_cst)) return;
+  for (unsigned b = 0; b <= ORPHAN_BUCKETS; b++) {
+    tess_bin_t *bucket = b < ORPHAN_BUCKETS ? &list->bucket[b] : &list->full;
+    for (tess_page_t *d = bucket->first, *next; d != NULL; d = next) {
+      next = d->next;
+      if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
+        orphan_collect_locked(list, d, released);
+      }
+    }
+  }
+}
+
+/* Unlocks a list, having collected the late frees noted on it. A free
+ * that notes one meanwhile finds the lock busy, so the list is looked at
+ * again once it is free: the free notes, then reads the lock; we free
+ * the lock, then read the note; both in one total order (seq_cst), so one
+ * of the two sees the other. */
+static void orphan_list_unlock(orphan_list_t *list) {
+  tess_page_t *released = NULL;
+  do {
+    if (atomic_load_explicit(&list->late_noted, memory_order_relaxed) &&
+        atomic_exchange_explicit(&list->late_noted, false, memory_order_seq_cst)) {
+      orphans_collect_noted_locked(list, &released);
+    }
+    tessi_unlock_fenced(&list->lock);
+  } while (atomic_load_explicit(&list->late_noted, memory_order_seq_cst) &&
+           tessi_trylock(&list->lock));
+  orphans_release(released);
+}
+
+/* A free left a block on the remote stack of d, then found d an orphan
+ * filed under `mark`: notes d on that list for its holder, or, if the
+ * list is free, collects it now. Nothing else of d is read: it may have
+ * emptied and been made anew since (the holder then finds it filed
+ * elsewhere, or not at all, and passes). */
+static TESS_NOINLINE void orphan_note_late(tess_page_t *d, tess_heap_t *mark) {
+  orphan_list_t *list = orphan_list_of(mark);
+  unsigned k = 0;
+  for (; k < ORPHAN_LATE_SLOTS; k++) {
+    tess_page_t *none = NULL;
+    if (atomic_compare_exchange_strong_explicit(&list->late[k], &none, d, memory_order_seq_cst,
+                                                memory_order_relaxed)) {
+      break;
+    }
+  }
+  if (k == ORPHAN_LATE_SLOTS) atomic_store_explicit(&list->late_more, true, memory_order_seq_cst);
+  atomic_exchange_explicit(&list->late_noted, true, memory_order_seq_cst);
+  if (atomic_load_explicit(&list->lock.held, memory_order_seq_cst) == 0 &&
+      tessi_trylock(&list->lock)) {
+    orphan_list_unlock(list);
+  }
+}
+
+/* Files the chain (through next) of orphans of one class, all collected,
+ * without bias, with some block out, in a list that is not busy. The owner
+ * becomes the list's mark under its lock, so a thread that finds the mark
+ * finds the slab filed. */
+static void orphans_push(tess_heap_t *h, tess_page_t *chain) {
+  orphan_list_t *list = orphan_list_lock(h, chain->size_class);
+  tess_page_t *released = NULL;
+  while (chain != NULL) {
+    tess_page_t *next = chain->next;
+    h->slabs_owned[chain->size_class]--;
+    atomic_store_explicit(&chain->owner, orphan_mark(list), memory_order_seq_cst);
+    orphan_file_locked(list, chain);
+    /* a free that read h as the owner pushes, then reads the owner again
+     * (tessi_heap_free_remote): we mark, then read the stack (seq_cst),
+     * so one of the two sees the other's */
+    if (atomic_load_explicit(&chain->remote, memory_order_seq_cst) != 0) {
+      orphan_collect_locked(list, chain, &released);
+    }
+    chain = next;
+  }
+  orphan_list_unlock(list);
+  orphans_release(released);
+}
+
+/* A free by any thread into an orphan (owner: a list's mark): done at once
+ * under the list's lock, if it is free. False when it is busy, or a heap
+ * took the slab meanwhile: the caller pushes the block on the remote stack
+ * then, and notes it for the list's holder if it is still an orphan. */
+static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
+  orphan_list_t *list = orphan_list_of(owner);
+  unsigned cls = d->size_class;
+  if (!tessi_trylock(&list->lock)) return false;
+  if (atomic_load_explicit(&d->owner, memory_order_relaxed) != owner) {
+    orphan_list_unlock(list);
+    return false;
+  }
+  /* it goes to the front of its bucket (takers take the first), maybe
+   * another one (a bucket spans a quarter of the slab); the list's counts
+   * change only when it empties or leaves the full list */
+  tess_bin_t *was = orphan_bin_locked(list, d);
+  tessi_slab_collect_remote(d); /* frees that raced with the orphaning */
+  if (d->state <= 0) {
+    orphan_unfile_from(list, d, was);
+    orphan_file_locked(list, d);
+    orphan_list_unlock(list);
+    tessi_report_invalid("free", b, "double free");
+  }
+  b->next = d->local_free;
+  d->local_free = b;
+  bool empty = --d->state == 0;
+  if (empty) {
+    orphan_unfile_from(list, d, was);
+  } else {
+    tess_bin_t *now = orphan_bin_locked(list, d); /* (never the full list) */
+    if (now != was || was->first != d) {
+      tessi_list_unlink(was, d);
+      tessi_list_push(now, d);
+      if (was == &list->full) {
+        atomic_store_explicit(&list->with_room, list->with_room + 1, memory_order_relaxed);
+      }
+    }
+  }
+  orphan_list_unlock(list);
+  if (empty) {
+    TESS_STAT_MINE(slabs_done[cls], 1);
+    slab_release(d);
+  }
+  return true;
+}
+
+tess_lock_t *tessi_orphan_list_lock(unsigned cls, unsigned shard) {
+  return &orphans[cls][shard % ORPHAN_SHARDS].lock;
+}
+
+void tessi_orphan_list_unlock(unsigned cls, unsigned shard) {
+  orphan_list_unlock(&orphans[cls][shard % ORPHAN_SHARDS]);
+}
+
+/* Takes an orphan with room of a locked list, or NULL: from the bucket of
+ * those a quarter to half full, then fuller ones, the sparsest last. Taken
+ * fullest first (as before), an orphan yielded few blocks: in workload B
+ * with pooled hosts, on 2 CPUs, this order gave 11.7 % more calls per
+ * second (worker calls 5.5 %) at the same mean footprint; with a new host
+ * thread per call 7 % more and +0.011 of footprint per live byte over
+ * time (its peaks no higher). The sparsest first gained as much speed but
+ * cost that variant 0.03 (docs/results/README.md, thirteenth session). */
+static tess_page_t *orphan_pick_locked(orphan_list_t *list) {
+  _Static_assert(ORPHAN_BUCKETS == 4, "the order names every bucket");
+  static const uint8_t order[ORPHAN_BUCKETS] = {1, 2, 3, 0};
+  for (unsigned k = 0; k < ORPHAN_BUCKETS; k++) {
+    tess_page_t *d = list->bucket[order[k]].first;
+    if (d != NULL) {
+      orphan_unfile_locked(list, d);
+      return d;
+    }
+  }
+  return NULL;
 }
 
 /* An orphan of class cls with room (orphan_pick_locked), from h's shard
@@ -698,31 +781,24 @@ static void orphans_tend_locked(orphan_list_t *list, tess_page_t **released) {
  * more only if no other one had any, never waited for (unless `wait`,
  * when the region is out of memory): the fixed platform can only spin,
  * and a spin on a lock whose holder lost its CPU costs more than the
- * fresh slab the caller takes instead. h's own shard is tended on the
- * way. */
+ * fresh slab the caller takes instead. */
 static TESS_NOINLINE tess_page_t *orphan_take_filed(tess_heap_t *h, unsigned cls, bool wait) {
   orphan_list_t *shards = orphans[cls];
-  tess_page_t *d = NULL, *released = NULL;
+  tess_page_t *d = NULL;
   unsigned busy = 0; /* bit k: shard h->shard + k was locked when tried */
-  bool tend = h->slab_slow_paths % ORPHAN_TEND_EVERY == 0;
-  /* a shard is locked when it has an orphan with room (or, h's own when
-   * it is to be tended, any orphan): a heap that keeps making slabs while
-   * there are no orphans (a call in full swing) pays a few loads here */
+  /* a shard is locked when it has an orphan with room: a heap that keeps
+   * making slabs while there are no orphans (a call in full swing) pays a
+   * few loads here */
   for (unsigned k = 0; k < ORPHAN_SHARDS && d == NULL; k++) {
     orphan_list_t *list = &shards[(h->shard + k) % ORPHAN_SHARDS];
-    bool tend_here = k == 0 && tend;
-    if (atomic_load_explicit(tend_here ? &list->filed : &list->with_room, memory_order_relaxed) ==
-        0) {
-      continue;
-    }
+    if (atomic_load_explicit(&list->with_room, memory_order_relaxed) == 0) continue;
     if (!tessi_trylock(&list->lock)) {
       busy |= 1u << k;
       continue;
     }
-    if (tend_here) orphans_tend_locked(list, &released);
     d = orphan_pick_locked(list);
     if (d != NULL) atomic_store_explicit(&d->owner, h, memory_order_relaxed);
-    tessi_unlock(&list->lock);
+    orphan_list_unlock(list);
   }
   /* the busy ones once more, waited for only when out of memory */
   for (; busy != 0 && d == NULL; busy &= busy - 1) {
@@ -735,9 +811,8 @@ static TESS_NOINLINE tess_page_t *orphan_take_filed(tess_heap_t *h, unsigned cls
     }
     d = orphan_pick_locked(list);
     if (d != NULL) atomic_store_explicit(&d->owner, h, memory_order_relaxed);
-    tessi_unlock(&list->lock);
+    orphan_list_unlock(list);
   }
-  orphans_release(released);
   if (d != NULL) {
     tessi_slab_collect_remote(d);
     h->slabs_owned[cls]++;
@@ -751,27 +826,6 @@ static TESS_NOINLINE tess_page_t *orphan_take_filed(tess_heap_t *h, unsigned cls
 static inline tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) {
   if (atomic_load_explicit(&orphans_filed[cls].bits, memory_order_relaxed) == 0) return NULL;
   return orphan_take_filed(h, cls, wait);
-}
-
-/* Frees that raced with orphaning and are still pending: collected, and
- * orphans that emptied returned to their partition. */
-static void orphans_sweep(void) {
-  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
-    orphan_list_t *list = &orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS];
-    tess_page_t *empty = NULL;
-    tessi_lock(&list->lock);
-    for (unsigned b = 0; b <= ORPHAN_BUCKETS; b++) {
-      tess_bin_t *bucket = b < ORPHAN_BUCKETS ? &list->bucket[b] : &list->full;
-      for (tess_page_t *d = bucket->first, *next; d != NULL; d = next) {
-        next = d->next;
-        if (atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
-          orphan_collect_locked(list, d, &empty);
-        }
-      }
-    }
-    tessi_unlock(&list->lock);
-    orphans_release(empty);
-  }
 }
 
 static bool orphans_exist(unsigned cls) {
@@ -1040,7 +1094,6 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
     h->next_idle = taken;
     taken = h;
   }
-  orphans_sweep();
   tessi_span_drain_all(); /* what the trims freed while a partition was busy */
   bool has_orphan = cls < TESS_CLASSES && orphans_exist(cls);
   tessi_lock(&pool.lock);
@@ -1130,6 +1183,9 @@ void tessi_heaps_fork_prepare(void) {
   }
 }
 
+/* (a late free noted on an orphan list meanwhile waits for the list's next
+ * holder: collecting it here could free spans while this thread holds
+ * every partition lock for fork) */
 void tessi_heaps_fork_parent(void) {
   for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
     tessi_unlock(&orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS].lock);

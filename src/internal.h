@@ -61,6 +61,12 @@ static inline void tessi_unlock(tess_lock_t *lock) {
   if (TESS_UNLIKELY(tessi_fork_holder)) return;
   atomic_store_explicit(&lock->held, 0, memory_order_release);
 }
+/* tessi_unlock, and a full barrier (seq_cst): what the holder reads next
+ * is read after the lock is free (heap.c, orphan_list_unlock) */
+static inline void tessi_unlock_fenced(tess_lock_t *lock) {
+  if (TESS_UNLIKELY(tessi_fork_holder)) return;
+  atomic_exchange_explicit(&lock->held, 0, memory_order_seq_cst);
+}
 /* after fork() in the child: no other thread can hold it */
 static inline void tessi_lock_reset(tess_lock_t *lock) {
   atomic_store_explicit(&lock->held, 0, memory_order_relaxed);
@@ -373,15 +379,18 @@ static inline bool tessi_slab_try_detach(tess_page_t *d) {
 extern __thread tess_heap_t *tessi_tls_heap;
 extern tess_heap_t tessi_heap_empty;
 /* An orphan slab's owner is not a heap but one of these marks (heap.c): the
- * one of the list it is filed in. */
+ * one of the list it is filed in (a list per class and shard). */
 #define TESS_ORPHAN_SHARDS 8
-extern char tessi_orphan_marks[TESS_ORPHAN_SHARDS];
+#define TESS_ORPHAN_LISTS (TESS_CLASSES * TESS_ORPHAN_SHARDS)
+extern char tessi_orphan_marks[TESS_ORPHAN_LISTS];
 static inline bool tessi_is_orphan_owner(const tess_heap_t *owner) {
-  return (uintptr_t)owner - (uintptr_t)tessi_orphan_marks < TESS_ORPHAN_SHARDS;
+  return (uintptr_t)owner - (uintptr_t)tessi_orphan_marks < TESS_ORPHAN_LISTS;
 }
 /* The lock of orphan list `shard` of class cls: tests hold it, so that
- * frees into its orphans miss it (test_fixed's "tend"). */
+ * frees into its orphans miss it, and let it go with the unlock that
+ * collects what they noted (test_fixed's "late"). */
 tess_lock_t *tessi_orphan_list_lock(unsigned cls, unsigned shard);
+void tessi_orphan_list_unlock(unsigned cls, unsigned shard);
 /* The heap that owns a slab, or NULL (an orphan, or a free span). */
 static inline tess_heap_t *tessi_owner_heap(const tess_page_t *d) {
   tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);

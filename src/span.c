@@ -7,6 +7,8 @@
  * one is found in O(1), as is the one to its right (its head follows our
  * end). Every other descriptor inside a free span is zero. All of it is
  * guarded by the partition's lock. */
+#include <string.h>
+
 #include "internal.h"
 
 /* Bins by page count: exact for 1..8 pages, then four per doubling. */
@@ -22,8 +24,14 @@ static inline tess_page_t *first_page(tess_partition_t *p) {
 static inline tess_page_t *end_page(tess_partition_t *p) { return &p->region->pages[p->end_page]; }
 
 static inline void clear_desc(tess_page_t *d) {
-  static const tess_page_t zero;
-  *d = zero;
+  /* owner apart, atomically: a remote free reads it again once its block
+   * is pushed (heap.c, tessi_heap_free_remote), by when the slab may be
+   * gone */
+  _Static_assert(offsetof(tess_page_t, owner) + sizeof d->owner == offsetof(tess_page_t, next),
+                 "owner lies between remote and next");
+  memset(d, 0, offsetof(tess_page_t, owner));
+  atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
+  d->next = d->prev = NULL;
 }
 
 /* The kind of a page next to a span: a deferred free (below) may change it
