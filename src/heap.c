@@ -577,12 +577,20 @@ static void orphan_unfile_locked(orphan_list_t *list, tess_page_t *d) {
   orphan_unfile_from(list, d, orphan_bin_locked(list, d));
 }
 
+/* An orphan that emptied leaves its list: no longer marked, under the
+ * list's lock, so that whoever finds a list's mark on a slab under that
+ * lock finds the slab filed there (orphans_collect_noted_locked). */
+static inline void orphan_unmark_locked(tess_page_t *d) {
+  atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
+}
+
 /* Collects the frees on orphan d's remote stack: d is refiled, or, when
  * that emptied it, put on the chain *released (for orphans_release). */
 static void orphan_collect_locked(orphan_list_t *list, tess_page_t *d, tess_page_t **released) {
   orphan_unfile_locked(list, d);
   tessi_slab_collect_remote(d);
   if (d->state == 0) {
+    orphan_unmark_locked(d);
     d->next = *released;
     *released = d;
   } else {
@@ -617,10 +625,9 @@ static void orphans_collect_noted_locked(orphan_list_t *list, tess_page_t **rele
   tess_heap_t *mark = orphan_mark(list);
   for (unsigned k = 0; k < ORPHAN_LATE_SLOTS; k++) {
     tess_page_t *d = atomic_exchange_explicit(&list->late[k], NULL, memory_order_seq_cst);
-    /* filed here: its owner becomes the mark under this lock (and one
-     * noted twice may have emptied at the first: on *released, state 0) */
-    if (d != NULL && atomic_load_explicit(&d->owner, memory_order_relaxed) == mark &&
-        d->state > 0) {
+    /* filed here: its owner is the mark only while it is (and one noted
+     * twice and emptied at the first is unmarked) */
+    if (d != NULL && atomic_load_explicit(&d->owner, memory_order_relaxed) == mark) {
       orphan_collect_locked(list, d, released);
     }
   }
@@ -729,6 +736,7 @@ static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
   bool empty = --d->state == 0;
   if (empty) {
     orphan_unfile_from(list, d, was);
+    orphan_unmark_locked(d);
   } else {
     tess_bin_t *now = orphan_bin_locked(list, d); /* (never the full list) */
     if (now != was || was->first != d) {
@@ -1183,14 +1191,14 @@ void tessi_heaps_fork_prepare(void) {
   }
 }
 
-/* (a late free noted on an orphan list meanwhile waits for the list's next
- * holder: collecting it here could free spans while this thread holds
- * every partition lock for fork) */
+/* A free into an orphan while fork() held the lists was noted: collected
+ * as the lists are let go (the partitions are free again by now: init.c),
+ * in the parent and in the child alike. */
 void tessi_heaps_fork_parent(void) {
-  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
-    tessi_unlock(&orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS].lock);
-  }
   tessi_unlock(&pool.lock);
+  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
+    orphan_list_unlock(&orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS]);
+  }
 }
 
 /* The other threads' heaps are not in the pool, and stay out of it in the
@@ -1204,4 +1212,11 @@ void tessi_heaps_fork_child(void) {
   tessi_lock_reset(&pool.lock);
   /* heaps out for a trim in another thread are lost with it */
   pool.trimming = 0;
+  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
+    orphan_list_t *list = &orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS];
+    if (atomic_load_explicit(&list->late_noted, memory_order_relaxed) &&
+        tessi_trylock(&list->lock)) {
+      orphan_list_unlock(list);
+    }
+  }
 }

@@ -70,6 +70,13 @@
  *                was (a free that raced with the orphaning, or found the
  *                list busy, once left a page held until the region ran
  *                out: 98 % of the rounds ended so)
+ *   late-stress  the same with three freeing threads and blocks of two or
+ *                three classes, the call ending before or while they free
+ *   fork-late    a free into an orphan while fork() holds the orphan lists
+ *                (an atfork handler that runs after the allocator's
+ *                prepare step has another thread free the orphan's last
+ *                block): the page is back once fork() returns, in the
+ *                parent and in the child
  *
  * Usage: test_fixed [scenario] [churn-calls]
  */
@@ -1295,7 +1302,7 @@ static void errors(void) {
   tess_free(p);
 }
 
-/* ------------------------------------------------------------------ tend */
+/* ------------------------------------------------------------------ late */
 
 /* The head descriptor of the span holding block p. */
 static tess_page_t *head_of(const void *p) {
@@ -1605,6 +1612,119 @@ static void peak(void) {
   CHECK_HEAP("threads");
 }
 
+/* ------------------------------------------------------------ late stress */
+
+/* orphan-race with three freeing threads, each freeing every third block
+ * of 600 in two or three classes (so every slab gets frees from all of
+ * them, and from lists of more than one class), the call ending before
+ * the frees start in half the rounds and while they run in the others. */
+enum { STRESS_FREERS = 3, STRESS_BLOCKS = 600, STRESS_ROUNDS = 5000 };
+static void *stress_blocks[STRESS_BLOCKS];
+static _Atomic int stress_round, stress_done;
+
+static void *stress_freer(void *arg) {
+  int me = (int)(intptr_t)arg;
+  for (int round = 1; round <= STRESS_ROUNDS; round++) {
+    while (atomic_load(&stress_round) < round) sched_yield();
+    for (int i = me; i < STRESS_BLOCKS; i += STRESS_FREERS) tess_free(stress_blocks[i]);
+    atomic_fetch_add(&stress_done, 1);
+  }
+  return NULL;
+}
+
+static void late_stress(void) {
+  init_region(64 * MiB);
+  tess_free(tess_malloc(64));
+  tess_thread_cleanup();
+  size_t before = footprint_now();
+  pthread_t freers[STRESS_FREERS];
+  for (int k = 0; k < STRESS_FREERS; k++) {
+    REQUIRE(pthread_create(&freers[k], NULL, stress_freer, (void *)(intptr_t)k) == 0, "thread");
+  }
+  int kept = 0;
+  for (int round = 1; round <= STRESS_ROUNDS; round++) {
+    for (int i = 0; i < STRESS_BLOCKS; i++) {
+      size_t size = (i & 1) ? 64 : 48 + (size_t)(round % 3) * 16;
+      REQUIRE((stress_blocks[i] = tess_malloc(size)) != NULL, "round %d block %d", round, i);
+    }
+    bool end_first = round & 1;
+    if (end_first) tess_thread_cleanup();
+    atomic_store(&stress_round, round);
+    for (volatile unsigned spin = ((unsigned)round * 2654435761u) >> 20; spin > 0; spin--) continue;
+    if (!end_first) tess_thread_cleanup();
+    while (atomic_load(&stress_done) != round * STRESS_FREERS) sched_yield();
+    tess_free(tess_malloc(RACE_OTHER_SIZE)); /* the heap runs again (orphan-race) */
+    tess_thread_cleanup();
+    if (footprint_now() != before) kept++;
+  }
+  for (int k = 0; k < STRESS_FREERS; k++) pthread_join(freers[k], NULL);
+  printf("late-stress: %d of %d rounds ended with a page held by freed blocks\n", kept,
+         STRESS_ROUNDS);
+  CHECK(kept == 0, "%d rounds left an orphan holding only freed blocks", kept);
+}
+
+/* -------------------------------------------------------------- fork late */
+
+/* A free into an orphan while fork() holds the orphan lists finds its
+ * list busy and is noted; letting the lists go after fork() collects it.
+ * (The lists used to be let go without a look: the orphan then kept its
+ * page until its list was next used, here never.) */
+static _Atomic int fork_late_armed, fork_late_go, fork_late_done;
+static void *fork_late_block;
+
+static void *fork_late_freer(void *arg) {
+  (void)arg;
+  while (!atomic_load(&fork_late_go)) sched_yield();
+  tess_free(fork_late_block); /* the orphan's last block, its list held */
+  atomic_store(&fork_late_done, 1);
+  return NULL;
+}
+
+/* registered before the allocator's handlers, so it runs after their
+ * prepare step, while every lock is held */
+static void fork_late_prepare(void) {
+  if (!atomic_load(&fork_late_armed)) return;
+  atomic_store(&fork_late_go, 1);
+  while (!atomic_load(&fork_late_done)) sched_yield();
+}
+
+static void fork_late(void) {
+  REQUIRE(pthread_atfork(fork_late_prepare, NULL, NULL) == 0, "pthread_atfork");
+  init_region(64 * MiB);
+  tess_free(tess_malloc(64));
+  tess_thread_cleanup();
+  size_t before = footprint_now();
+  void *other = tess_malloc(64);
+  fork_late_block = tess_malloc(64);
+  tess_free(other);
+  tess_thread_cleanup(); /* an orphan with one live block */
+  size_t orphaned = footprint_now();
+  pthread_t freer;
+  REQUIRE(pthread_create(&freer, NULL, fork_late_freer, NULL) == 0, "thread");
+  atomic_store(&fork_late_armed, 1);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0, "fork");
+  if (pid == 0) _exit(footprint_now() == before ? 0 : 1);
+  atomic_store(&fork_late_armed, 0);
+  int status;
+  waitpid(pid, &status, 0);
+  pthread_join(freer, NULL);
+  /* calls of other classes: the orphan's list is not used again */
+  for (int i = 0; i < 100; i++) {
+    tess_free(tess_malloc(1000));
+    tess_free(tess_malloc(20000));
+    tess_thread_cleanup();
+  }
+  size_t after = footprint_now();
+  printf("fork-late: footprint %zu KiB, %zu with the orphan, %zu after fork() and its free\n",
+         before >> 10, orphaned >> 10, after >> 10);
+  CHECK(orphaned > before, "the orphan holds no page: %zu, %zu before", orphaned, before);
+  CHECK(after == before, "a free noted during fork() left a page held: %zu, %zu before", after,
+        before);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "in the child the orphan's page was still held (status %#x)", status);
+}
+
 /* ---------------------------------------------------------------- driver */
 
 typedef struct scenario_s {
@@ -1623,7 +1743,7 @@ static const scenario_t scenarios[] = {
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
     {"late", late},             {"peak", peak},     {"census", census},
-    {"orphan-race", orphan_race},
+    {"orphan-race", orphan_race}, {"late-stress", late_stress}, {"fork-late", fork_late},
 };
 
 int main(int argc, char **argv) {
