@@ -986,7 +986,14 @@ static void heap_trim(tess_heap_t *h) {
     }
     if (leaving[cls] != NULL) orphans_push(h, leaving[cls]);
   }
-  if (orphan_partials) empty_cache_drain(h); /* no private reserve while idle */
+  if (!orphan_partials) return;
+  empty_cache_drain(h); /* no private reserve while idle */
+  /* a free that took a full slab's NOTIFY bit before full_slabs_leave
+   * collected it pushes its block on h's delayed list, maybe since the
+   * first look: freed into its slab, an orphan now, rather than left with
+   * a heap about to sit idle (one pushed later waits for h's next call, or
+   * the trim of the coldest idle heap: tessi_heap_release) */
+  if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) process_delayed(h);
 }
 
 /* Fixed mode: a heap that keeps freeing into its full slabs without taking

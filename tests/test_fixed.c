@@ -1391,9 +1391,10 @@ static void orphan_race(void) {
     for (volatile unsigned spin = ((unsigned)round * 2654435761u) >> 18; spin > 0; spin--) continue;
     tess_thread_cleanup(); /* the call ends while its blocks are freed */
     while (atomic_load(&race_freed) != round) sched_yield();
-    /* a free that took a full slab's NOTIFY bit just before the call's end
-     * left its block on the idle heap's delayed list: the heap's next run
-     * (a call of another class) frees it into the orphan */
+    /* a free that took a full slab's NOTIFY bit during the call's end and
+     * pushed its block on the heap's delayed list only after it (1 round
+     * in 20,000-100,000) left it there: the heap's next run (a call of
+     * another class) frees it into the orphan */
     tess_free(tess_malloc(RACE_OTHER_SIZE));
     tess_thread_cleanup();
     if (footprint_now() != before) kept++;
