@@ -1393,7 +1393,8 @@ static void orphan_race(void) {
     while (atomic_load(&race_freed) != round) sched_yield();
     /* a free that took a full slab's NOTIFY bit during the call's end and
      * pushed its block on the heap's delayed list only after it (1 round
-     * in 20,000-100,000) left it there: the heap's next run (a call of
+     * in 20,000-100,000; 1 in 15 before heap_trim looked again) left it
+     * there: the heap's next run (a call of
      * another class) frees it into the orphan */
     tess_free(tess_malloc(RACE_OTHER_SIZE));
     tess_thread_cleanup();
