@@ -61,12 +61,6 @@ static inline void tessi_unlock(tess_lock_t *lock) {
   if (TESS_UNLIKELY(tessi_fork_holder)) return;
   atomic_store_explicit(&lock->held, 0, memory_order_release);
 }
-/* tessi_unlock, and a full barrier (seq_cst): what the holder reads next
- * is read after the lock is free (heap.c, orphan_list_unlock) */
-static inline void tessi_unlock_fenced(tess_lock_t *lock) {
-  if (TESS_UNLIKELY(tessi_fork_holder)) return;
-  atomic_exchange_explicit(&lock->held, 0, memory_order_seq_cst);
-}
 /* after fork() in the child: no other thread can hold it */
 static inline void tessi_lock_reset(tess_lock_t *lock) {
   atomic_store_explicit(&lock->held, 0, memory_order_relaxed);
