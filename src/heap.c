@@ -642,10 +642,13 @@ static void orphans_collect_noted_locked(orphan_list_t *list, tess_page_t **rele
   }
 }
 
-/* orphan_list_unlock when a note was seen. */
+/* orphan_list_unlock when a note was seen: collects until no note is left
+ * (a collection may walk the whole list, and a free that notes meanwhile
+ * finds the lock held), so that its last look comes just before the
+ * unlock. */
 static TESS_NOINLINE void orphan_list_unlock_noted(orphan_list_t *list) {
   tess_page_t *released = NULL;
-  if (atomic_exchange_explicit(&list->late_noted, false, memory_order_acq_rel)) {
+  while (atomic_exchange_explicit(&list->late_noted, false, memory_order_acq_rel)) {
     orphans_collect_noted_locked(list, &released);
   }
   tessi_unlock(&list->lock);
@@ -671,11 +674,13 @@ static inline void orphan_list_unlock(orphan_list_t *list) {
  * elsewhere, or not at all, and passes).
  *
  * A holder that looked for notes just before ours unlocks a few
- * instructions later, so the free waits a little for the lock, takes it
- * and collects; it gives up after ORPHAN_NOTE_SPINS to a holder that has
- * not looked yet (it will), or as soon as the note is taken. Only a
- * holder that loses its CPU between its look and its unlock longer than
- * that leaves the note to the list's next holder. (Looking again after
+ * instructions later (it looks again after each collection), so the free
+ * waits a little for the lock, takes it and collects; it gives up after
+ * ORPHAN_NOTE_SPINS to a holder that has not looked yet (it will), or as
+ * soon as the note is taken. Only a holder that loses its CPU between its
+ * last look and its unlock longer than that leaves the note to the
+ * list's next holder, or to the reclaim before a NULL
+ * (orphans_collect_noted). (Looking again after
  * every unlock, with a full barrier, closes that too, but cost 2 % of
  * workload B's calls per second: B locks lists 2 million times a
  * second, and notes about 20,000.) */
@@ -851,6 +856,18 @@ static TESS_NOINLINE tess_page_t *orphan_take_filed(tess_heap_t *h, unsigned cls
 static inline tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) {
   if (atomic_load_explicit(&orphans_filed[cls].bits, memory_order_relaxed) == 0) return NULL;
   return orphan_take_filed(h, cls, wait);
+}
+
+/* Before an allocation answers NULL: every list with a note is locked
+ * (waited for) and let go, so that nothing noted is left (the rare note
+ * that a holder left for the list's next holder, orphan_note_late). */
+static void orphans_collect_noted(void) {
+  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
+    orphan_list_t *list = &orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS];
+    if (!atomic_load_explicit(&list->late_noted, memory_order_relaxed)) continue;
+    tessi_lock(&list->lock);
+    orphan_list_unlock(list);
+  }
 }
 
 static bool orphans_exist(unsigned cls) {
@@ -1126,6 +1143,7 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
     h->next_idle = taken;
     taken = h;
   }
+  orphans_collect_noted();
   tessi_span_drain_all(); /* what the trims freed while a partition was busy */
   bool has_orphan = cls < TESS_CLASSES && orphans_exist(cls);
   tessi_lock(&pool.lock);
