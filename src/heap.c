@@ -680,10 +680,10 @@ static inline void orphan_list_unlock(orphan_list_t *list) {
  * soon as the note is taken. Only a holder that loses its CPU between its
  * last look and its unlock longer than that leaves the note to the
  * list's next holder, or to the reclaim before a NULL
- * (orphans_collect_noted). (Looking again after
- * every unlock, with a full barrier, closes that too, but cost 2 % of
- * workload B's calls per second: B locks lists 2 million times a
- * second, and notes about 20,000.) */
+ * (orphans_collect_noted). (Looking again after every unlock, with a full
+ * barrier, closes that too, but cost 2 % of workload B's calls per
+ * second: B locks lists 2 million times a second, and notes about
+ * 20,000.) */
 static TESS_NOINLINE void orphan_note_late(tess_page_t *d, tess_heap_t *mark) {
   orphan_list_t *list = orphan_list_of(mark);
   unsigned k = 0;
