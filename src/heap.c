@@ -497,6 +497,8 @@ typedef struct orphan_list_s {
   _Atomic(bool) late_noted;
 } orphan_list_t;
 static orphan_list_t orphans[TESS_CLASSES][ORPHAN_SHARDS];
+/* the same lists, one after another (fork, the reclaim) */
+static orphan_list_t *const all_orphan_lists = &orphans[0][0];
 /* Bit k of orphans_filed[cls]: orphans[cls][k] has a slab filed. Written
  * when a list's count goes from or to 0 (under its lock), so a heap that
  * takes a slab while there are no orphans of its class (a call in full
@@ -512,14 +514,14 @@ _Static_assert(ORPHAN_SHARDS <= 8, "a bit per shard");
  * class, which a late free must not: heap.c, orphan_note_late), and the
  * filer may choose any list that is not busy. */
 char tessi_orphan_marks[TESS_ORPHAN_LISTS];
-_Static_assert(ORPHAN_SHARDS == TESS_ORPHAN_SHARDS, "one mark per list");
+_Static_assert(ORPHAN_SHARDS == TESS_ORPHAN_SHARDS, "TESS_ORPHAN_LISTS counts the lists");
 
 static inline tess_heap_t *orphan_mark(const orphan_list_t *list) {
-  return (tess_heap_t *)(void *)&tessi_orphan_marks[list - &orphans[0][0]];
+  return (tess_heap_t *)(void *)&tessi_orphan_marks[list - all_orphan_lists];
 }
 
 static inline orphan_list_t *orphan_list_of(const tess_heap_t *mark) {
-  return &orphans[0][0] + ((const char *)(const void *)mark - tessi_orphan_marks);
+  return all_orphan_lists + ((const char *)(const void *)mark - tessi_orphan_marks);
 }
 
 /* The first list of class cls, from h's own on, that is not busy, locked
@@ -584,15 +586,21 @@ static inline void orphan_unmark_locked(tess_page_t *d) {
   atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
 }
 
+/* An emptied orphan, out of its list, on the chain *released (for
+ * orphans_release). */
+static inline void orphan_retire_locked(tess_page_t *d, tess_page_t **released) {
+  orphan_unmark_locked(d);
+  d->next = *released;
+  *released = d;
+}
+
 /* Collects the frees on orphan d's remote stack: d is refiled, or, when
- * that emptied it, put on the chain *released (for orphans_release). */
+ * that emptied it, retired. */
 static void orphan_collect_locked(orphan_list_t *list, tess_page_t *d, tess_page_t **released) {
   orphan_unfile_locked(list, d);
   tessi_slab_collect_remote(d);
   if (d->state == 0) {
-    orphan_unmark_locked(d);
-    d->next = *released;
-    *released = d;
+    orphan_retire_locked(d, released);
   } else {
     orphan_file_locked(list, d);
   }
@@ -736,7 +744,6 @@ static void orphans_push(tess_heap_t *h, tess_page_t *chain) {
  * then, and notes it for the list's holder if it is still an orphan. */
 static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
   orphan_list_t *list = orphan_list_of(owner);
-  unsigned cls = d->size_class;
   if (!tessi_trylock(&list->lock)) return false;
   if (atomic_load_explicit(&d->owner, memory_order_relaxed) != owner) {
     orphan_list_unlock(list);
@@ -755,10 +762,10 @@ static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
   }
   b->next = d->local_free;
   d->local_free = b;
-  bool empty = --d->state == 0;
-  if (empty) {
+  tess_page_t *released = NULL;
+  if (--d->state == 0) {
     orphan_unfile_from(list, d, was);
-    orphan_unmark_locked(d);
+    orphan_retire_locked(d, &released);
   } else {
     tess_bin_t *now = orphan_bin_locked(list, d); /* (never the full list) */
     if (now != was || was->first != d) {
@@ -770,10 +777,7 @@ static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner) {
     }
   }
   orphan_list_unlock(list);
-  if (empty) {
-    TESS_STAT_MINE(slabs_done[cls], 1);
-    slab_release(d);
-  }
+  orphans_release(released);
   return true;
 }
 
@@ -858,12 +862,13 @@ static inline tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) 
   return orphan_take_filed(h, cls, wait);
 }
 
-/* Before an allocation answers NULL: every list with a note is locked
- * (waited for) and let go, so that nothing noted is left (the rare note
- * that a holder left for the list's next holder, orphan_note_late). */
+/* Every list with a note is locked (waited for) and let go, so that
+ * nothing noted is left (the rare note that a holder left for the list's
+ * next holder, orphan_note_late): before an allocation answers NULL, and
+ * in fork()'s child. */
 static void orphans_collect_noted(void) {
-  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
-    orphan_list_t *list = &orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS];
+  for (unsigned i = 0; i < TESS_ORPHAN_LISTS; i++) {
+    orphan_list_t *list = &all_orphan_lists[i];
     if (!atomic_load_explicit(&list->late_noted, memory_order_relaxed)) continue;
     tessi_lock(&list->lock);
     orphan_list_unlock(list);
@@ -1228,8 +1233,8 @@ void tessi_heap_release(tess_heap_t *h) {
 
 void tessi_heaps_fork_prepare(void) {
   tessi_lock(&pool.lock);
-  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
-    tessi_lock(&orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS].lock);
+  for (unsigned i = 0; i < TESS_ORPHAN_LISTS; i++) {
+    tessi_lock(&all_orphan_lists[i].lock);
   }
 }
 
@@ -1238,8 +1243,8 @@ void tessi_heaps_fork_prepare(void) {
  * in the parent and in the child alike. */
 void tessi_heaps_fork_parent(void) {
   tessi_unlock(&pool.lock);
-  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
-    orphan_list_unlock(&orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS]);
+  for (unsigned i = 0; i < TESS_ORPHAN_LISTS; i++) {
+    orphan_list_unlock(&all_orphan_lists[i]);
   }
 }
 
@@ -1248,17 +1253,11 @@ void tessi_heaps_fork_parent(void) {
  * so they are never handed out again. Frees into their slabs still work
  * (as remote frees). */
 void tessi_heaps_fork_child(void) {
-  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
-    tessi_lock_reset(&orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS].lock);
+  for (unsigned i = 0; i < TESS_ORPHAN_LISTS; i++) {
+    tessi_lock_reset(&all_orphan_lists[i].lock);
   }
   tessi_lock_reset(&pool.lock);
   /* heaps out for a trim in another thread are lost with it */
   pool.trimming = 0;
-  for (unsigned i = 0; i < TESS_CLASSES * ORPHAN_SHARDS; i++) {
-    orphan_list_t *list = &orphans[i / ORPHAN_SHARDS][i % ORPHAN_SHARDS];
-    if (atomic_load_explicit(&list->late_noted, memory_order_relaxed) &&
-        tessi_trylock(&list->lock)) {
-      orphan_list_unlock(list);
-    }
-  }
+  orphans_collect_noted();
 }
