@@ -1357,57 +1357,90 @@ static void late(void) {
 
 /* ----------------------------------------------------------- orphan race */
 
-/* A thread frees the blocks of a call while the call ends (its heap's
- * slabs become orphans): a free that read the heap as the owner pushes
- * its block on the slab's remote stack just as the slab is orphaned, and
- * one that finds the orphan's list busy (the heap filing its orphans)
- * does too. Each round, once both are done, every block is free, so every
- * slab must be back in its partition: the footprint is where it was. */
-enum { RACE_BLOCKS = 256, RACE_SIZE = 64, RACE_OTHER_SIZE = 1000, RACE_ROUNDS = 20000 };
-static void *race_blocks[RACE_BLOCKS];
-static _Atomic int race_round; /* the round whose blocks the freer may free */
-static _Atomic int race_freed; /* the last round it freed */
+/* Threads free the blocks of a call while the call ends (its heap's slabs
+ * become orphans): a free that read the heap as the owner pushes its
+ * block on the slab's remote stack just as the slab is orphaned, and one
+ * that finds the orphan's list busy (the heap filing its orphans) does
+ * too. Each round, once all are done, every block is free, so every slab
+ * must be back in its partition: the footprint is where it was. */
+typedef struct ending_s {
+  int freers, blocks, rounds;
+  bool mixed;       /* blocks of two or three classes, else all of 64 bytes */
+  bool end_first;   /* in every other round the call ends before the frees */
+  unsigned shift;   /* the delay before the call's end: a hash of the round >> shift */
+} ending_t;
+enum { ENDING_MOST = 600, RACE_OTHER_SIZE = 1000 };
+static ending_t ending;
+static void *ending_blocks[ENDING_MOST];
+static _Atomic int ending_round, ending_done;
 
-static void *race_freer(void *arg) {
-  (void)arg;
-  for (int round = 1; round <= RACE_ROUNDS; round++) {
-    while (atomic_load(&race_round) != round) sched_yield();
-    for (int i = 0; i < RACE_BLOCKS; i++) tess_free(race_blocks[i]);
-    atomic_store(&race_freed, round);
+static void *ending_freer(void *arg) {
+  int me = (int)(intptr_t)arg;
+  for (int round = 1; round <= ending.rounds; round++) {
+    while (atomic_load(&ending_round) < round) sched_yield();
+    for (int i = me; i < ending.blocks; i += ending.freers) tess_free(ending_blocks[i]);
+    atomic_fetch_add(&ending_done, 1);
   }
   return NULL;
 }
 
-static void orphan_race(void) {
+/* The rounds that ended with a page held by freed blocks. */
+static int free_while_ending(ending_t how) {
+  REQUIRE(how.blocks <= ENDING_MOST && how.freers <= 4, "%d blocks", how.blocks);
+  ending = how;
   init_region(64 * MiB);
-  void *first = tess_malloc(RACE_SIZE);
-  REQUIRE(first != NULL, "a first block");
-  tess_free(first);
+  tess_free(tess_malloc(64));
   tess_thread_cleanup();
   size_t before = footprint_now();
-  pthread_t freer;
-  REQUIRE(pthread_create(&freer, NULL, race_freer, NULL) == 0, "thread");
-  int kept = 0; /* rounds after which some slab still held the page of a freed block */
-  for (int round = 1; round <= RACE_ROUNDS; round++) {
-    for (int i = 0; i < RACE_BLOCKS; i++) {
-      REQUIRE((race_blocks[i] = tess_malloc(RACE_SIZE)) != NULL, "round %d block %d", round, i);
+  pthread_t freers[4];
+  for (int k = 0; k < how.freers; k++) {
+    REQUIRE(pthread_create(&freers[k], NULL, ending_freer, (void *)(intptr_t)k) == 0, "thread");
+  }
+  int kept = 0;
+  for (int round = 1; round <= how.rounds; round++) {
+    for (int i = 0; i < how.blocks; i++) {
+      size_t size = how.mixed && !(i & 1) ? 48 + (size_t)(round % 3) * 16 : 64;
+      REQUIRE((ending_blocks[i] = tess_malloc(size)) != NULL, "round %d block %d", round, i);
     }
-    atomic_store(&race_round, round);
-    for (volatile unsigned spin = ((unsigned)round * 2654435761u) >> 18; spin > 0; spin--) continue;
-    tess_thread_cleanup(); /* the call ends while its blocks are freed */
-    while (atomic_load(&race_freed) != round) sched_yield();
+    bool end_first = how.end_first && (round & 1);
+    if (end_first) tess_thread_cleanup();
+    atomic_store(&ending_round, round);
+    for (volatile unsigned spin = ((unsigned)round * 2654435761u) >> how.shift; spin > 0; spin--) {
+      continue;
+    }
+    if (!end_first) tess_thread_cleanup(); /* the call ends while its blocks are freed */
+    while (atomic_load(&ending_done) != round * how.freers) sched_yield();
     /* a free that took a full slab's NOTIFY bit during the call's end and
      * pushed its block on the heap's delayed list only after it (1 round
      * in 20,000-100,000; 1 in 15 before heap_trim looked again) left it
-     * there: the heap's next run (a call of
-     * another class) frees it into the orphan */
+     * there: the heap's next run (a call of another class) frees it into
+     * the orphan */
     tess_free(tess_malloc(RACE_OTHER_SIZE));
     tess_thread_cleanup();
     if (footprint_now() != before) kept++;
   }
-  pthread_join(freer, NULL);
+  for (int k = 0; k < how.freers; k++) pthread_join(freers[k], NULL);
+  return kept;
+}
+
+static void orphan_race(void) {
+  ending_t how = {.freers = 1, .blocks = 256, .rounds = 20000, .shift = 18};
+  int kept = free_while_ending(how);
   printf("orphan-race: %d of %d rounds ended with a page held by freed blocks\n", kept,
-         RACE_ROUNDS);
+         how.rounds);
+  CHECK(kept == 0, "%d rounds left an orphan holding only freed blocks", kept);
+}
+
+/* The same with three freeing threads, each freeing every third block of
+ * 600 in two or three classes (so every slab gets frees from all of
+ * them, and from lists of more than one class), the call ending before
+ * the frees start in half the rounds and while they run in the others. */
+static void late_stress(void) {
+  ending_t how = {.freers = 3, .blocks = 600, .rounds = 5000, .mixed = true,
+                  .end_first = true, .shift = 20};
+  int kept = free_while_ending(how);
+  printf("late-stress: %d of %d rounds ended with a page held by freed blocks\n", kept,
+         how.rounds);
   CHECK(kept == 0, "%d rounds left an orphan holding only freed blocks", kept);
 }
 
@@ -1617,57 +1650,6 @@ static void peak(void) {
         single_peak);
   CHECK(peak_now == highest, "peak %zu, footprint with every block out %zu", peak_now, highest);
   CHECK_HEAP("threads");
-}
-
-/* ------------------------------------------------------------ late stress */
-
-/* orphan-race with three freeing threads, each freeing every third block
- * of 600 in two or three classes (so every slab gets frees from all of
- * them, and from lists of more than one class), the call ending before
- * the frees start in half the rounds and while they run in the others. */
-enum { STRESS_FREERS = 3, STRESS_BLOCKS = 600, STRESS_ROUNDS = 5000 };
-static void *stress_blocks[STRESS_BLOCKS];
-static _Atomic int stress_round, stress_done;
-
-static void *stress_freer(void *arg) {
-  int me = (int)(intptr_t)arg;
-  for (int round = 1; round <= STRESS_ROUNDS; round++) {
-    while (atomic_load(&stress_round) < round) sched_yield();
-    for (int i = me; i < STRESS_BLOCKS; i += STRESS_FREERS) tess_free(stress_blocks[i]);
-    atomic_fetch_add(&stress_done, 1);
-  }
-  return NULL;
-}
-
-static void late_stress(void) {
-  init_region(64 * MiB);
-  tess_free(tess_malloc(64));
-  tess_thread_cleanup();
-  size_t before = footprint_now();
-  pthread_t freers[STRESS_FREERS];
-  for (int k = 0; k < STRESS_FREERS; k++) {
-    REQUIRE(pthread_create(&freers[k], NULL, stress_freer, (void *)(intptr_t)k) == 0, "thread");
-  }
-  int kept = 0;
-  for (int round = 1; round <= STRESS_ROUNDS; round++) {
-    for (int i = 0; i < STRESS_BLOCKS; i++) {
-      size_t size = (i & 1) ? 64 : 48 + (size_t)(round % 3) * 16;
-      REQUIRE((stress_blocks[i] = tess_malloc(size)) != NULL, "round %d block %d", round, i);
-    }
-    bool end_first = round & 1;
-    if (end_first) tess_thread_cleanup();
-    atomic_store(&stress_round, round);
-    for (volatile unsigned spin = ((unsigned)round * 2654435761u) >> 20; spin > 0; spin--) continue;
-    if (!end_first) tess_thread_cleanup();
-    while (atomic_load(&stress_done) != round * STRESS_FREERS) sched_yield();
-    tess_free(tess_malloc(RACE_OTHER_SIZE)); /* the heap runs again (orphan-race) */
-    tess_thread_cleanup();
-    if (footprint_now() != before) kept++;
-  }
-  for (int k = 0; k < STRESS_FREERS; k++) pthread_join(freers[k], NULL);
-  printf("late-stress: %d of %d rounds ended with a page held by freed blocks\n", kept,
-         STRESS_ROUNDS);
-  CHECK(kept == 0, "%d rounds left an orphan holding only freed blocks", kept);
 }
 
 /* -------------------------------------------------------------- fork late */
