@@ -322,7 +322,7 @@ const char *tess_heap_check(void) {
   if (w.error == NULL && !tessi_footprint_consistent()) {
     w.error =
         "footprint: the bound is not the partitions' pages and slack, or the peak is below "
-        "the footprint";
+        "the footprint or above the regions' pages";
   }
   if (w.error == NULL) tessi_stats_merge(&s);
   /* the counters against what the walk found */

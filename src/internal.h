@@ -233,7 +233,7 @@ void tessi_footprint_meta_add(size_t pages);
 size_t tessi_footprint(size_t *peak);
 /* tess_heap_check, the program quiescent: the global bound is the meta
  * pages plus every partition's pages in use and slack, and the peak is
- * not below the footprint. */
+ * not below the footprint nor above the regions' pages. */
 bool tessi_footprint_consistent(void);
 /* The peak alone: one load of a line that is written only when the peak
  * rises. */
