@@ -136,12 +136,11 @@ static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) >
 
 /* The bound, and on its line the returns of slack to it under way (a
  * count) and done (a version): peak_raise reads the bound and the slacks
- * only while none is under way (below). */
+ * while none is under way (below). */
 static struct {
   _Alignas(64) _Atomic(size_t) pages;
   _Atomic(uint32_t) returning;
   _Atomic(uint32_t) returned;
-  _Atomic(bool) recheck; /* a peak_raise left its look to the last return */
 } bound;
 static _Alignas(64) _Atomic(size_t) meta_pages;
 static _Atomic(size_t) near_pages;             /* 2 * FOOTPRINT_SLACK per partition laid */
@@ -186,29 +185,37 @@ static size_t regions_pages(void) {
   return pages;
 }
 
+/* Spins of peak_raise on a return under way (a few instructions, unless
+ * its thread lost its CPU midway). */
+#define PEAK_SPINS 1024
+
 /* A growth found the bound above the peak: the footprint is the bound
  * less the slacks. A return of slack (slack_return) lowers a slack before
  * the bound, so bound less slacks read in between would count its pages
- * twice: the look is made only while no return is under way, and one
- * that finds a return under way leaves it to the last of them. */
+ * twice: the look is made while no return is under way and none ended
+ * meanwhile. Waiting, rather than leaving the look to a return, keeps the
+ * footprint this growth reached (frees after it would lower a later
+ * look); one that waited PEAK_SPINS in vain may count a stalled return's
+ * pages twice, never fewer. */
 static TESS_NOINLINE void peak_raise(void) {
-  for (;;) {
+  size_t pages, slack;
+  for (unsigned spins = 0;; spins++) {
     uint32_t returned = atomic_load(&bound.returned);
-    if (atomic_load(&bound.returning) == 0) {
-      size_t pages = atomic_load(&bound.pages), slack = partitions_sum(true);
-      if (atomic_load(&bound.returning) == 0 && atomic_load(&bound.returned) == returned) {
-        if (slack >= pages) return; /* (read as others changed theirs) */
-        size_t now = pages - slack;
-        size_t peak = atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed);
-        while (now > peak && !atomic_compare_exchange_weak_explicit(&tessi_peak_pages, &peak, now,
-                                                                    memory_order_relaxed,
-                                                                    memory_order_relaxed)) {
-        }
-        return;
-      }
+    bool quiet = atomic_load(&bound.returning) == 0;
+    pages = atomic_load(&bound.pages);
+    slack = partitions_sum(true);
+    if (quiet && atomic_load(&bound.returning) == 0 && atomic_load(&bound.returned) == returned) {
+      break;
     }
-    atomic_store(&bound.recheck, true);
-    if (atomic_load(&bound.returning) != 0) return; /* the last return looks */
+    if (spins == PEAK_SPINS) break;
+    tessi_cpu_relax();
+  }
+  if (slack >= pages) return; /* (read as others changed theirs) */
+  size_t now = pages - slack;
+  size_t peak = atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed);
+  while (now > peak &&
+         !atomic_compare_exchange_weak_explicit(&tessi_peak_pages, &peak, now, memory_order_relaxed,
+                                                memory_order_relaxed)) {
   }
 }
 
@@ -232,9 +239,7 @@ static TESS_NOINLINE void slack_return(tess_partition_t *p) {
     atomic_store_explicit(&p->near_peak, near_peak(now), memory_order_relaxed);
   }
   atomic_fetch_add(&bound.returned, 1);
-  if (atomic_fetch_sub(&bound.returning, 1) == 1 && atomic_exchange(&bound.recheck, false)) {
-    peak_raise();
-  }
+  atomic_fetch_sub(&bound.returning, 1);
 }
 
 /* p's free_pages changed; its lock is held. A growth beyond the slack is
