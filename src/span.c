@@ -288,15 +288,27 @@ void tessi_footprint_meta_add(size_t pages) {
   footprint_apply((footprint_change_t){pages, true, false}, NULL);
 }
 
+/* What the bound should be: the meta pages and every partition's pages
+ * in use and slack, less the deferred ones (the caller holds r's locks,
+ * or every region's when r is NULL). */
+static size_t bound_counted(tess_region_t *r) {
+  size_t pages = r == NULL ? atomic_load(&meta_pages) : 0;
+  for (tess_region_t *each = r ? r : tessi_region_first(); each != NULL;
+       each = r ? NULL : tessi_region_next(each)) {
+    for (unsigned i = 0; i < each->partition_count; i++) {
+      const tess_partition_t *p = &each->partitions[i];
+      pages += atomic_load(&p->used_pages) + atomic_load(&p->slack_pages) -
+               atomic_load(&p->deferred_pages);
+    }
+  }
+  return pages;
+}
+
 bool tessi_footprint_consistent(void) {
   size_t pages = atomic_load(&meta_pages);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     tessi_partitions_lock(r);
-    for (unsigned i = 0; i < r->partition_count; i++) {
-      const tess_partition_t *p = &r->partitions[i];
-      pages += atomic_load(&p->used_pages) + atomic_load(&p->slack_pages) -
-               atomic_load(&p->deferred_pages);
-    }
+    pages += bound_counted(r);
     tessi_partitions_unlock(r);
   }
   size_t footprint = atomic_load(&meta_pages) + partitions_sum(false);
@@ -464,6 +476,13 @@ void tessi_span_fork_done(bool in_child) {
     /* a free that counted itself as fork() came (and would have backed
      * off) is in a thread the child does not have */
     for (unsigned i = 0; i < r->partition_count; i++) atomic_store(&r->partitions[i].pushing, 0);
+  }
+  if (in_child) {
+    /* so is a span operation between its unlock and the bound, or a
+     * return of slack: the child's bound is counted again (every lock
+     * held, no other thread) */
+    atomic_store(&bound.pages, bound_counted(NULL));
+    atomic_store(&bound.returning, 0);
   }
   atomic_store(&forking, 0);
 }
