@@ -108,7 +108,7 @@ struct tess_stats {
   uint32_t class_count; /* entries of classes[] in use */
   uint32_t fixed;       /* 1: fixed-heap mode (tess_init_region / TESS_HEAP_SIZE) */
   uint64_t footprint;      /* bytes of the region(s) handed out, metadata included */
-  uint64_t peak_footprint; /* highest footprint so far (exact) */
+  uint64_t peak_footprint; /* highest footprint so far (see tess_footprint) */
   uint64_t region_bytes;   /* fixed: the region; OS mode: address space reserved */
   uint64_t committed;      /* OS mode: footprint + free pages not yet decommitted */
   uint64_t decommitted;    /* OS mode: bytes given back to the OS so far */
@@ -158,8 +158,10 @@ TESS_API int tess_stats_get(struct tess_stats *out, size_t struct_size);
  * out (to blocks, slabs, caches and heap structs) plus their headers and
  * page descriptors (in fixed mode those laid so far); huge blocks' own
  * mappings (OS mode) are not counted. *peak (when not NULL) receives the
- * most it has been, exactly. No lock: one load per partition. 0 before
- * the first allocation. */
+ * most it has been: exactly, except that a new high reached while another
+ * thread is returning freed pages may count those pages too (never more
+ * than the regions hold). No lock: one load per partition. 0 before the
+ * first allocation. */
 TESS_API size_t tess_footprint(size_t *peak);
 
 /* The statistics as one line of JSON (schema: docs/stats.schema.json).

@@ -31,8 +31,8 @@ void oe_allocator_thread_cleanup(void) { tess_thread_cleanup(); }
  * the highest value it reached. The statistics see that peak at their
  * reads and samples (each time the footprint grew by 1/64), not at every
  * allocation, which would take a count every thread shares; a peak between
- * two of them may be missed. The region's footprint and its exact peak
- * are tess_footprint's. */
+ * two of them may be missed. The region's footprint and its peak are
+ * tess_footprint's. */
 oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   if (info == NULL || !atomic_load_explicit(&tessi_ready, memory_order_acquire)) {
     return OE_FAILURE;

@@ -125,23 +125,14 @@ static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) >
  * lock's hold. A growth stores its slack under the lock, then adds to the bound,
  * or loads it, sequentially consistent, and peak_raise loads the slacks
  * after the bound: of two growths at once the later finds the other's
- * pages, so a peak they reach together is seen. A fall keeps its pages
- * as slack under the lock and gives back after it, announced
- * (slack_return), so that no look counts them twice.
+ * pages, so a peak they reach together is seen.
  * Workload B on 2 CPUs, 10 s: 8 % of its 28.5 M span operations wrote the
  * bound, 1.2 % of its growths were near the peak (a slack of 8 pages: 18
  * % wrote it; 32: 8 %, with 6 % near). OE's sample stays near its peak:
  * about every operation writes the bound there, as before. */
 #define FOOTPRINT_SLACK 16
 
-/* The bound, and on its line the returns of slack to it under way (a
- * count) and done (a version): peak_raise reads the bound and the slacks
- * while none is under way (below). */
-static struct {
-  _Alignas(64) _Atomic(size_t) pages;
-  _Atomic(uint32_t) returning;
-  _Atomic(uint32_t) returned;
-} bound;
+static _Alignas(64) _Atomic(size_t) bound_pages;
 static _Alignas(64) _Atomic(size_t) meta_pages;
 static _Atomic(size_t) near_pages;             /* 2 * FOOTPRINT_SLACK per partition laid */
 _Alignas(64) _Atomic(size_t) tessi_peak_pages; /* its own line: read on slow paths */
@@ -149,9 +140,8 @@ _Alignas(64) _Atomic(size_t) tessi_peak_pages; /* its own line: read on slow pat
 /* What a span operation did to the footprint, for footprint_apply once
  * the partition's lock is released. */
 typedef struct footprint_change_s {
-  size_t bound; /* pages to add to the bound */
+  ptrdiff_t bound; /* pages to add to the bound */
   bool grew;
-  bool give; /* slack to give back (slack_return) */
 } footprint_change_t;
 
 /* The partitions' pages in use less those deferred (or, slack, held
@@ -171,8 +161,8 @@ static size_t partitions_sum(bool slack) {
   return pages > deferred ? pages - deferred : 0;
 }
 
-static inline bool near_peak(size_t bound_now) {
-  return bound_now + atomic_load_explicit(&near_pages, memory_order_relaxed) >
+static inline bool near_peak(size_t bound) {
+  return bound + atomic_load_explicit(&near_pages, memory_order_relaxed) >
          atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed);
 }
 
@@ -185,33 +175,14 @@ static size_t regions_pages(void) {
   return pages;
 }
 
-/* Spins of peak_raise on a return under way (a few instructions, unless
- * its thread lost its CPU midway). */
-#define PEAK_SPINS 1024
-
-/* A growth found the bound above the peak: the footprint is the bound
- * less the slacks. A return of slack (slack_return) lowers a slack before
- * the bound, so bound less slacks read in between would count its pages
- * twice: the look is made while no return is under way and none ended
- * meanwhile. Waiting, rather than leaving the look to a return, keeps the
- * footprint this growth reached (frees after it would lower a later
- * look); one that waited PEAK_SPINS in vain may count a stalled return's
- * pages twice, never fewer. */
-static TESS_NOINLINE void peak_raise(void) {
-  size_t pages, slack;
-  for (unsigned spins = 0;; spins++) {
-    uint32_t returned = atomic_load(&bound.returned);
-    bool quiet = atomic_load(&bound.returning) == 0;
-    pages = atomic_load(&bound.pages);
-    slack = partitions_sum(true);
-    if (quiet && atomic_load(&bound.returning) == 0 && atomic_load(&bound.returned) == returned) {
-      break;
-    }
-    if (spins == PEAK_SPINS) break;
-    tessi_cpu_relax();
-  }
-  if (slack >= pages) return; /* (read as others changed theirs) */
-  size_t now = pages - slack;
+/* A growth found the bound above the peak. The bound may still hold the
+ * pages of a free whose partition has let them go but that has not yet
+ * taken them off the bound (after its unlock): a peak raised meanwhile
+ * counts them, though never beyond the regions' pages. */
+static TESS_NOINLINE void peak_raise(size_t bound) {
+  size_t slack = partitions_sum(true);
+  if (slack >= bound) return; /* (read as others changed theirs) */
+  size_t now = TESS_MIN(bound - slack, regions_pages());
   size_t peak = atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed);
   while (now > peak &&
          !atomic_compare_exchange_weak_explicit(&tessi_peak_pages, &peak, now, memory_order_relaxed,
@@ -219,78 +190,61 @@ static TESS_NOINLINE void peak_raise(void) {
   }
 }
 
-/* The most slack p keeps: twice FOOTPRINT_SLACK, none near the peak. */
-static inline size_t slack_most(const tess_partition_t *p) {
-  return atomic_load_explicit(&p->near_peak, memory_order_relaxed) ? 0 : 2 * FOOTPRINT_SLACK;
-}
-
-/* p's slack beyond slack_most goes back to the bound, down to
- * FOOTPRINT_SLACK (near the peak: all). No lock; announced on the bound's
- * line (peak_raise). */
-static TESS_NOINLINE void slack_return(tess_partition_t *p) {
-  size_t over = slack_most(p), keep = over / 2;
-  size_t slack = atomic_load_explicit(&p->slack_pages, memory_order_relaxed);
-  if (slack <= over) return;
-  atomic_fetch_add(&bound.returning, 1);
-  while (slack > over && !atomic_compare_exchange_weak(&p->slack_pages, &slack, keep)) {
-  }
-  if (slack > over) {
-    size_t now = atomic_fetch_sub(&bound.pages, slack - keep) - (slack - keep);
-    atomic_store_explicit(&p->near_peak, near_peak(now), memory_order_relaxed);
-  }
-  atomic_fetch_add(&bound.returned, 1);
-  atomic_fetch_sub(&bound.returning, 1);
-}
-
-/* p's free_pages changed; its lock is held. A growth beyond the slack is
- * prepaid (FOOTPRINT_SLACK more, near the peak none); a fall keeps its
- * pages as slack, which slack_return gives back after the unlock. */
+/* p's free_pages changed; its lock is held. */
 static footprint_change_t partition_count(tess_partition_t *p) {
-  footprint_change_t change = {0, false, false};
+  footprint_change_t change = {0, false};
   size_t used = (size_t)(p->end_page - p->first_page) - p->free_pages;
   size_t was = atomic_load_explicit(&p->used_pages, memory_order_relaxed); /* ours */
+  size_t prepaid = was + atomic_load_explicit(&p->slack_pages, memory_order_relaxed);
   if (used == was) return change;
-  change.grew = used > was;
+  size_t want = prepaid;
   /* as the partition's last look at the bound found it: the bound's line
    * is written by every span operation near the peak, and a miss on it
    * here would hold the lock longer */
-  bool near = atomic_load_explicit(&p->near_peak, memory_order_relaxed);
+  if (atomic_load_explicit(&p->near_peak, memory_order_relaxed)) {
+    want = used;
+  } else if (used > prepaid) {
+    want = used + FOOTPRINT_SLACK;
+  } else if (used < was && prepaid - used > 2 * FOOTPRINT_SLACK) {
+    want = used + FOOTPRINT_SLACK;
+  }
+  change.grew = used > was;
+  change.bound = (ptrdiff_t)(want - prepaid);
   atomic_store_explicit(&p->used_pages, used, memory_order_release);
-  /* pushes and returns change the slack without the lock: exchanged. What
-   * peak_raise reads: a growth's slack is ordered before its bound */
-  size_t slack = atomic_load_explicit(&p->slack_pages, memory_order_relaxed), prepaid, want;
-  do {
-    prepaid = was + slack;
-    want = used > prepaid ? used + (near ? 0 : FOOTPRINT_SLACK) : prepaid;
-  } while (!atomic_compare_exchange_weak(&p->slack_pages, &slack, want - used));
-  change.bound = want - prepaid;
-  change.give = want - used > (near ? 0 : 2 * FOOTPRINT_SLACK);
+  /* what peak_raise reads: a growth's is ordered before its bound */
+  if (change.grew) {
+    atomic_store(&p->slack_pages, want - used);
+  } else {
+    atomic_store_explicit(&p->slack_pages, want - used, memory_order_release);
+  }
   return change;
 }
 
 /* The bound takes the change of partition p (NULL: of several, or of the
- * meta pages); p's lock is released. Then p's slack beyond what it keeps
- * goes back. */
+ * meta pages); p's lock is released. */
 static void footprint_apply(footprint_change_t change, tess_partition_t *p) {
-  if (change.bound != 0 || change.grew) {
-    size_t now = change.bound != 0 ? atomic_fetch_add(&bound.pages, change.bound) + change.bound
-                                   : atomic_load(&bound.pages);
-    if (p != NULL) atomic_store_explicit(&p->near_peak, near_peak(now), memory_order_relaxed);
-    if (change.grew && now > atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed)) {
-      peak_raise();
-    }
+  size_t bound;
+  if (change.bound != 0) {
+    bound = atomic_fetch_add(&bound_pages, (size_t)change.bound) + (size_t)change.bound;
+  } else if (change.grew) {
+    bound = atomic_load(&bound_pages);
+  } else {
+    return;
   }
-  if (change.give) slack_return(p);
+  if (p != NULL) atomic_store_explicit(&p->near_peak, near_peak(bound), memory_order_relaxed);
+  if (change.grew && bound > atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed)) {
+    peak_raise(bound);
+  }
 }
 
 void tessi_footprint_meta_add(size_t pages) {
   atomic_fetch_add(&meta_pages, pages);
-  footprint_apply((footprint_change_t){pages, true, false}, NULL);
+  footprint_apply((footprint_change_t){(ptrdiff_t)pages, true}, NULL);
 }
 
-/* What the bound should be: the meta pages and every partition's pages
- * in use and slack, less the deferred ones (the caller holds r's locks,
- * or every region's when r is NULL). */
+/* What the bound should be: every partition's pages in use and slack,
+ * less the deferred ones, of region r (its locks held), or with the meta
+ * pages of every region (r NULL: every lock held). */
 static size_t bound_counted(tess_region_t *r) {
   size_t pages = r == NULL ? atomic_load(&meta_pages) : 0;
   for (tess_region_t *each = r ? r : tessi_region_first(); each != NULL;
@@ -313,7 +267,7 @@ bool tessi_footprint_consistent(void) {
   }
   size_t footprint = atomic_load(&meta_pages) + partitions_sum(false);
   size_t peak = atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed);
-  return pages == atomic_load(&bound.pages) && footprint <= peak && peak <= regions_pages();
+  return pages == atomic_load(&bound_pages) && footprint <= peak && peak <= regions_pages();
 }
 
 static _Atomic(size_t) decommitted_pages;
@@ -409,11 +363,11 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
  * outside the lock: a neighbour's coalescing reads it under the lock. */
 static void deferred_push(tess_partition_t *p, tess_page_t *head, size_t pages) {
   /* free from here on: out of the footprint (the count, on a line the push
-   * writes anyway), then into the slack, so that the bound, unchanged, is
-   * the footprint and the slacks as before; the slack goes back to the
-   * bound as after a free under the lock */
+   * writes anyway), then out of the bound, so that the bound is never
+   * below the footprint and a peak_raise that reads it before this sees
+   * the footprint as it was */
   atomic_fetch_add(&p->deferred_pages, pages);
-  if (atomic_fetch_add(&p->slack_pages, pages) + pages > slack_most(p)) slack_return(p);
+  atomic_fetch_sub(&bound_pages, pages);
   head->u.span.pages = (uint32_t)pages;
   __atomic_store_n(&head->kind, (uint8_t)TESS_PAGE_BUSY, __ATOMIC_RELAXED);
   tess_page_t *top = atomic_load_explicit(&p->deferred, memory_order_relaxed);
@@ -477,13 +431,10 @@ void tessi_span_fork_done(bool in_child) {
      * off) is in a thread the child does not have */
     for (unsigned i = 0; i < r->partition_count; i++) atomic_store(&r->partitions[i].pushing, 0);
   }
-  if (in_child) {
-    /* so is a span operation between its unlock and the bound, or a
-     * return of slack: the child's bound is counted again (every lock
-     * held, no other thread) */
-    atomic_store(&bound.pages, bound_counted(NULL));
-    atomic_store(&bound.returning, 0);
-  }
+  /* so is a span operation between its unlock and its change to the
+   * bound: the child's bound is counted again (every lock held, no other
+   * thread) */
+  if (in_child) atomic_store(&bound_pages, bound_counted(NULL));
   atomic_store(&forking, 0);
 }
 
@@ -678,20 +629,14 @@ static uint16_t run_take_locked(tess_region_t *r, tess_page_t *run, size_t run_p
 /* After run_take_locked: the footprint takes what the `open` partitions of
  * r locked by open_lock_all handed out, and their locks go. */
 static void run_done(tess_region_t *r, unsigned open) {
-  footprint_change_t change = {0, false, false};
+  footprint_change_t change = {0, false};
   for (unsigned i = 0; i < open; i++) {
     footprint_change_t one = partition_count(&r->partitions[i]);
     change.bound += one.bound;
     change.grew |= one.grew;
   }
   open_unlock_all(r, open);
-  footprint_apply((footprint_change_t){change.bound, change.grew, false}, NULL);
-  for (unsigned i = 0; i < open; i++) {
-    tess_partition_t *p = &r->partitions[i];
-    if (atomic_load_explicit(&p->slack_pages, memory_order_relaxed) > slack_most(p)) {
-      slack_return(p);
-    }
-  }
+  footprint_apply(change, NULL);
 }
 
 /* The free span of p at the lowest address that holds `pages` after its
@@ -807,7 +752,7 @@ bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_
     }
     p->free_pages -= extra;
   }
-  footprint_change_t change = ok ? partition_count(p) : (footprint_change_t){0, false, false};
+  footprint_change_t change = ok ? partition_count(p) : (footprint_change_t){0, false};
   tessi_unlock(&p->lock);
   footprint_apply(change, p);
   return ok;

@@ -167,8 +167,10 @@ typedef struct tess_partition_s {
   uint32_t next_purge_ms;
   size_t free_pages;
   /* the footprint's share (span.c), written under the lock and read
-   * without it: pages handed out (free_pages' other side) */
+   * without it: pages handed out (free_pages' other side), and pages
+   * counted in the global bound beyond those */
   _Atomic(size_t) used_pages;
+  _Atomic(size_t) slack_pages;
   uint64_t nonempty[TESS_SPAN_BINS / 64]; /* bit b: bins[b] has spans */
   _Atomic(uint32_t) bins_used;            /* highest b with spans, + 1: a lock-free peek */
   _Atomic(bool) near_peak;                /* span.c: the bound was near the peak at its last look */
@@ -180,9 +182,6 @@ typedef struct tess_partition_s {
   /* on the stack: in used_pages until drained, but free from the push on,
    * so neither in the footprint nor in the bound (span.c) */
   _Atomic(size_t) deferred_pages;
-  /* pages counted in the global bound beyond used_pages less deferred_pages
-   * (span.c); changed under the lock and by pushes and returns without it */
-  _Atomic(size_t) slack_pages;
 } tess_partition_t;
 
 typedef struct tess_region_s {

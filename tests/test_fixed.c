@@ -1574,11 +1574,12 @@ static void *fill_and_empty(void *arg) {
   return NULL;
 }
 
-/* The peak is the most the footprint has been, so never more than the
- * region, also while threads free pages that others take at once. A
- * free's pages used to leave its partition's count before the bound, and
- * a new high reached in between counted them twice: 8200-8252 KiB in an
- * 8192-KiB region in 20 of 20 runs (a review's test, this one). */
+/* The peak is never more than the region, also while threads free pages
+ * that others take at once. A free's pages leave its partition's count
+ * before the bound, and a new high reached in between counts them twice
+ * (spans.md): 8200-8252 KiB in this 8192-KiB region in every run (a
+ * review's test, this one) before the peak was held to the region's
+ * pages. */
 static void peak_full(void) {
   init_region(8 * MiB);
   pthread_t threads[FULL_THREADS];
