@@ -1,0 +1,28 @@
+#!/bin/bash
+# The twenty-first session's kit for the next device session (2-core
+# machine, from anywhere in the repository): builds build/ and the
+# fixed-heap peers (for run_enclave.py) and fills build-dev/ with the
+# harness, snmalloc and two builds of the plugin:
+#   libtess_head   HEAD
+#   libtess_loose  HEAD with docs/results/enclave/experiments/2026-11-27/
+#                  loose_spans.patch (freed spans of up to 8 pages kept
+#                  loose by length, taken back without the lock)
+# Then: run dev10.sh kit, and dev10.sh full, carrying build-dev,
+# build/bench/enclave and build/enclave-peers.
+set -eu
+cd "$(dirname "$0")/../../../../.."
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build build -j"$(nproc)" > /dev/null
+scripts/fetch_fixed_peers.sh build > /dev/null
+rm -rf build-dev; mkdir -p build-dev
+cp build/bench/enclave/enclave_bench build/enclave-peers/libfixed_snmalloc.so build-dev/
+cp build/bench/enclave/libfixed_tessalloc.so build-dev/libtess_head.so
+tree=/tmp/kit_loose
+rm -rf "$tree"; git worktree prune
+git worktree add -f "$tree" HEAD > /dev/null 2>&1
+git -C "$tree" apply "$PWD/docs/results/enclave/experiments/2026-11-27/loose_spans.patch"
+cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build "$tree/build" -j"$(nproc)" --target fixed_tessalloc > /dev/null
+cp "$tree/build/bench/enclave/libfixed_tessalloc.so" build-dev/libtess_loose.so
+git worktree remove --force "$tree"
+ls build-dev
