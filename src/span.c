@@ -102,8 +102,9 @@ static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) >
 
 /* The footprint: pages handed out of all partitions, plus the meta pages.
  * Each partition counts its own (used_pages, written under its lock and
- * read without it), and the footprint is their sum. The peak must be
- * exact (oe_allocator_mallinfo's, and workload A's target), yet one atomic
+ * read without it), and the footprint is their sum. The peak should be
+ * exact (tess_footprint's, and workload A's target; see peak_raise for the
+ * one case where it is not), yet one atomic
  * add per span operation on one global line was the hottest instruction
  * in workload B on 16 CPUs (8.1 % of samples; a build without it ran B 12-
  * 17 % and A at 16 threads 5 % faster). So a partition prepays: it counts
@@ -166,7 +167,8 @@ static inline bool near_peak(size_t bound) {
          atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed);
 }
 
-/* Every page of every region: more than any footprint. */
+/* Every page of every region linked: more than any footprint (0 while
+ * the first region's meta pages are counted, before it is linked). */
 static size_t regions_pages(void) {
   size_t pages = 0;
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
@@ -182,7 +184,8 @@ static size_t regions_pages(void) {
 static TESS_NOINLINE void peak_raise(size_t bound) {
   size_t slack = partitions_sum(true);
   if (slack >= bound) return; /* (read as others changed theirs) */
-  size_t now = TESS_MIN(bound - slack, regions_pages());
+  size_t now = bound - slack, most = regions_pages();
+  if (most != 0 && now > most) now = most;
   size_t peak = atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed);
   while (now > peak &&
          !atomic_compare_exchange_weak_explicit(&tessi_peak_pages, &peak, now, memory_order_relaxed,
@@ -243,8 +246,8 @@ void tessi_footprint_meta_add(size_t pages) {
 }
 
 /* What the bound should be: every partition's pages in use and slack,
- * less the deferred ones, of region r (its locks held), or with the meta
- * pages of every region (r NULL: every lock held). */
+ * less the deferred ones, of region r (its locks held); r NULL: of every
+ * region, plus the meta pages (every lock held). */
 static size_t bound_counted(tess_region_t *r) {
   size_t pages = r == NULL ? atomic_load(&meta_pages) : 0;
   for (tess_region_t *each = r ? r : tessi_region_first(); each != NULL;
@@ -434,7 +437,12 @@ void tessi_span_fork_done(bool in_child) {
   /* so is a span operation between its unlock and its change to the
    * bound: the child's bound is counted again (every lock held, no other
    * thread) */
-  if (in_child) atomic_store(&bound_pages, bound_counted(NULL));
+  if (in_child) {
+    size_t bound = bound_counted(NULL);
+    atomic_store(&bound_pages, bound);
+    /* (such a growth never raised the peak either) */
+    if (bound > atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed)) peak_raise(bound);
+  }
   atomic_store(&forking, 0);
 }
 

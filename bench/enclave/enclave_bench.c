@@ -1242,7 +1242,7 @@ int main(int argc, char **argv) {
   uint64_t violations = atomic_load(&g_violations), usable_errors = atomic_load(&g_usable_errors);
   unsigned long os_in = os_calls(PH_RUN, 1), os_out = os_calls(PH_RUN, 0);
   size_t heap_bytes = g_hi - g_lo;
-  /* the allocator's own exact peak where it keeps one, else the most seen
+  /* the allocator's own peak where it keeps one, else the most seen
    * in samples (footprint() read halfway and at the end of each A call) */
   size_t fp_peak = atomic_load(&g_footprint_peak);
   if (!A->footprint || fp_peak == 0) fp_peak = footprint_end;

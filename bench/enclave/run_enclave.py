@@ -755,8 +755,9 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
     md += [
         f"### Footprint at {top} threads, OS memory calls, NULLs",
         "",
-        "Footprint = the allocator's own peak, exact where it keeps one "
-        "(tessalloc, dlmalloc, snmalloc), else the largest value seen at the "
+        "Footprint = the allocator's own peak where it keeps one (tessalloc, "
+        "whose peak may count pages being freed at a new high; dlmalloc, "
+        "snmalloc), else the largest value seen at the "
         "middle and end of each ECALL's loop; touched = pages of the region "
         "that no longer hold the fill pattern at the end (a high-water mark "
         "of the region's use, the same measure for every allocator). "

@@ -4,7 +4,8 @@
  * libtessalloc-oe.a (include/tessalloc_oe.h), exactly as an enclave would
  * call them: init = oe_allocator_init over the region, ECALL begin/end =
  * oe_allocator_thread_init / _thread_cleanup, footprint = tess_footprint
- * (pages of the region in use, and their exact peak; mallinfo's are the
+ * (pages of the region in use, and their peak, exact but for frees in
+ * flight: docs/mechanisms/spans.md; mallinfo's are the
  * bytes of the live blocks). The library is
  * linked in whole; a version script exports fixed_allocator() alone, so
  * none of tessalloc's symbols can reach the harness. */

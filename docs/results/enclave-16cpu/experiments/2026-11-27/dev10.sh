@@ -5,7 +5,9 @@
 #   dev10.sh kit   (about 3 minutes) B on 16 CPUs, HEAD against HEAD with
 #                  loose spans and snmalloc, interleaved, 8 s per run,
 #                  pooled and new-thread (3 rounds): calls per second
-#                  (mallocs / elapsed) and the peaks; then A at 8, 12 and
+#                  (mallocs / elapsed_ms, to compare the builds; the
+#                  summary's divides by the run's set duration) and the
+#                  peaks; then A at 8, 12 and
 #                  16 threads (7 rounds) and every call at once (5 rounds).
 #   dev10.sh full  (about 6.5 minutes) run_enclave.py at HEAD, A (--repeat
 #                  5) and B (--duration 20), for enclave-16cpu/a and b.
@@ -40,7 +42,7 @@ else
   for py in python3 /opt/torch/.venv/bin/python3 .cache/venv/bin/python3; do
     if $py -c 'import rich, matplotlib' 2>/dev/null; then PY=$py; break; fi
   done
-  [ -n "$PY" ] || echo "no python with rich and matplotlib: run_enclave.py will not run"
+  [ -n "$PY" ] || { echo "no python with rich and matplotlib: no run_enclave.py"; pack; exit 1; }
   $PY bench/enclave/run_enclave.py --build build --workloads a --repeat 5 --out $R/a > $R/a.log 2>&1
   tail -22 $R/a.log; echo "A done at $(( $(date +%s) - T0 )) s"; pack
   $PY bench/enclave/run_enclave.py --build build --workloads b --duration 20 --out $R/b > $R/b.log 2>&1
