@@ -245,18 +245,14 @@ void tessi_footprint_meta_add(size_t pages) {
   footprint_apply((footprint_change_t){(ptrdiff_t)pages, true}, NULL);
 }
 
-/* What the bound should be: every partition's pages in use and slack,
- * less the deferred ones, of region r (its locks held); r NULL: of every
- * region, plus the meta pages (every lock held). */
-static size_t bound_counted(tess_region_t *r) {
-  size_t pages = r == NULL ? atomic_load(&meta_pages) : 0;
-  for (tess_region_t *each = r ? r : tessi_region_first(); each != NULL;
-       each = r ? NULL : tessi_region_next(each)) {
-    for (unsigned i = 0; i < each->partition_count; i++) {
-      const tess_partition_t *p = &each->partitions[i];
-      pages += atomic_load(&p->used_pages) + atomic_load(&p->slack_pages) -
-               atomic_load(&p->deferred_pages);
-    }
+/* Region r's share of the bound: its partitions' pages in use and slack,
+ * less the deferred ones (r's locks held). */
+static size_t region_bound(const tess_region_t *r) {
+  size_t pages = 0;
+  for (unsigned i = 0; i < r->partition_count; i++) {
+    const tess_partition_t *p = &r->partitions[i];
+    pages += atomic_load(&p->used_pages) + atomic_load(&p->slack_pages) -
+             atomic_load(&p->deferred_pages);
   }
   return pages;
 }
@@ -265,7 +261,7 @@ bool tessi_footprint_consistent(void) {
   size_t pages = atomic_load(&meta_pages);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     tessi_partitions_lock(r);
-    pages += bound_counted(r);
+    pages += region_bound(r);
     tessi_partitions_unlock(r);
   }
   size_t footprint = atomic_load(&meta_pages) + partitions_sum(false);
@@ -429,18 +425,17 @@ void tessi_span_fork_prepare(void) {
 }
 
 void tessi_span_fork_done(bool in_child) {
-  for (tess_region_t *r = tessi_region_first(); in_child && r != NULL; r = tessi_region_next(r)) {
-    /* a free that counted itself as fork() came (and would have backed
-     * off) is in a thread the child does not have */
-    for (unsigned i = 0; i < r->partition_count; i++) atomic_store(&r->partitions[i].pushing, 0);
-  }
-  /* so is a span operation between its unlock and its change to the
-   * bound: the child's bound is counted again (every lock held, no other
-   * thread) */
   if (in_child) {
-    size_t bound = bound_counted(NULL);
+    /* the child has no thread but this one: a free that counted itself as
+     * fork() came (and would have backed off) is gone, and so is a span
+     * operation between its unlock and its change to the bound, which is
+     * counted again (every lock held) and may be a peak never raised */
+    size_t bound = atomic_load(&meta_pages);
+    for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
+      for (unsigned i = 0; i < r->partition_count; i++) atomic_store(&r->partitions[i].pushing, 0);
+      bound += region_bound(r);
+    }
     atomic_store(&bound_pages, bound);
-    /* (such a growth never raised the peak either) */
     if (bound > atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed)) peak_raise(bound);
   }
   atomic_store(&forking, 0);
