@@ -142,8 +142,9 @@ static void walk_slab(walk_t *w, tess_region_t *r, tess_page_t *d) {
 }
 
 /* Walks the spans of a region's open partitions, in address order, its
- * partitions locked. Free spans lie within one partition; a large block
- * may cross partitions (tessi_span_alloc_across). */
+ * partitions locked. Free spans lie within one partition; a span in use
+ * (a large block, a slab, metadata) may cross partitions
+ * (tessi_span_alloc_across). */
 static void walk_region(walk_t *w, tess_region_t *r) {
   static size_t free_pages[TESS_FIXED_MAX_PARTITIONS]; /* under walk_lock */
   memset(free_pages, 0, r->partition_count * sizeof free_pages[0]);
@@ -171,7 +172,9 @@ static void walk_region(walk_t *w, tess_region_t *r) {
       case TESS_PAGE_BUSY: pages = d->u.span.pages; break;
       default: fail(w, "page map: no span starts here", addr, false); return;
     }
-    size_t room = (d->kind == TESS_PAGE_LARGE && r->is_fixed ? end : p->end_page) - i;
+    /* a span in use may cross partitions in a fixed region */
+    bool is_free = d->kind == TESS_PAGE_FREE || d->kind == TESS_PAGE_BUSY;
+    size_t room = (!is_free && r->is_fixed ? end : p->end_page) - i;
     if (pages == 0 || pages > room) {
       fail(w, "page map: span length runs past its partition", addr, false);
       return;

@@ -1605,6 +1605,50 @@ static void peak_full(void) {
   CHECK_HEAP("after the fills");
 }
 
+/* Metadata laid across a partition boundary (tessi_span_alloc_across's
+ * last resort, as for any span no partition alone holds) is a valid span
+ * of the page map. The heap check took it for a span running past its
+ * partition: peak-full failed so in 1 run of about 60, when a thread's
+ * heap needed a new metadata chunk while the region was full. */
+static void meta_across(void) {
+  init_region(8 * MiB);
+  tess_region_t *r = tessi_primary;
+  REQUIRE(r->partition_count >= 2, "8 MiB gave %u partition(s)", (unsigned)r->partition_count);
+  enum { MOST = 2048, SIDE = 8, META_PAGES = 10 };
+  static void *held[MOST];
+  int n = 0;
+  while (n < MOST && (held[n] = tess_malloc(2 * 4096 - 64)) != NULL) n++;
+  REQUIRE(n < MOST, "8 MiB not full after %d blocks of 2 pages", n);
+  /* a run of about 2 * SIDE free pages across the boundary of partitions 0
+   * and 1, while neither holds META_PAGES in a row (their other holes are
+   * single pages) */
+  size_t boundary = r->partitions[1].first_page;
+  int freed = 0;
+  for (int i = 0; i < n; i++) {
+    size_t page = ((uintptr_t)held[i] - r->base) >> TESS_PAGE_SHIFT;
+    if (page + SIDE >= boundary && page < boundary + SIDE) {
+      tess_free(held[i]);
+      held[i] = NULL;
+      freed++;
+    }
+  }
+  tess_thread_cleanup(); /* the heap gives back the spans it kept */
+  /* more than the first metadata chunk has left (it holds 4 heaps here) */
+  char *chunk = tessi_meta_alloc(META_PAGES * 4096);
+  REQUIRE(chunk != NULL, "no metadata chunk of %d pages after %d blocks freed", META_PAGES, freed);
+  size_t head = ((uintptr_t)chunk - r->base) >> TESS_PAGE_SHIFT;
+  printf("meta-across: %d blocks freed by the boundary at page %zu; a chunk of %d pages at %zu\n",
+         freed, boundary, META_PAGES, head);
+  CHECK(head < boundary && head + META_PAGES > boundary,
+        "the chunk at pages %zu..%zu does not cross the boundary at %zu", head,
+        head + META_PAGES, boundary);
+  CHECK(r->pages[head].kind == TESS_PAGE_META, "the chunk's head is of kind %d",
+        (int)r->pages[head].kind);
+  CHECK_HEAP("with metadata across partitions");
+  for (int i = 0; i < n; i++) tess_free(held[i]);
+  CHECK_HEAP("after the blocks were freed");
+}
+
 /* Longer than any span a heap keeps: each malloc and free of one is a
  * span operation on a partition. */
 #define PEAK_BLOCK ((size_t)256 << 10)
@@ -1891,6 +1935,7 @@ static const scenario_t scenarios[] = {
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
     {"late", late},             {"peak", peak},     {"peak-full", peak_full},
+    {"meta-across", meta_across},
     {"census", census},
     {"orphan-race", orphan_race}, {"late-stress", late_stress}, {"fork-late", fork_late},
     {"late-walk", late_walk},
