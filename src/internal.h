@@ -258,6 +258,10 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
  * the partition's deferred stack, which whoever takes the lock next
  * empties first (span.c). */
 void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
+/* A span of a fixed region that runs on past the end of p, its head's
+ * partition (tessi_span_alloc_across made it): freed with the locks of
+ * every partition it lies in held, so nobody sees it half freed. */
+void tessi_span_free_across(tess_partition_t *p, tess_page_t *head, size_t pages);
 /* Fixed regions: the lowest run of free pages across partition boundaries
  * that fits, or with `inside` the lowest run or span (locks every open
  * partition). NULL when there is none. */

@@ -354,19 +354,18 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
 void tessi_pages_free(tess_page_t *head, size_t pages) {
   tess_region_t *r = tessi_region_of_page(head);
   tess_partition_t *p = tessi_partition_of(r, head);
-  /* a span from tessi_span_alloc_across goes back piece by piece */
-  for (;;) {
-    size_t here = TESS_MIN(pages, (size_t)(&r->pages[p->end_page] - head));
-    tessi_span_free(p, head, here);
-    if (here == pages) return;
-    head += here;
-    pages -= here;
-    p++;
+  if (pages <= (size_t)(&r->pages[p->end_page] - head)) {
+    tessi_span_free(p, head, pages);
+    return;
   }
+  /* from tessi_span_alloc_across: back piece by piece, all at once */
+  tessi_span_free_across(p, head, pages);
 }
 
 bool tessi_pages_grow(tess_region_t *r, tess_page_t *head, size_t pages, size_t extra) {
-  if (tessi_span_grow(tessi_partition_of(r, head), head, pages, extra)) return true;
+  /* the pages after a block lie in its last page's partition (its
+   * head's, unless it crosses a boundary) */
+  if (tessi_span_grow(tessi_partition_of(r, head + pages - 1), head, pages, extra)) return true;
   /* a big block grows on into the next partitions, as into dlmalloc's top
    * chunk: placed lowest, it mostly has free pages after it (opened when
    * the run reaches the last open partition's end) */

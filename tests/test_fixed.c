@@ -1605,48 +1605,162 @@ static void peak_full(void) {
   CHECK_HEAP("after the fills");
 }
 
-/* Metadata laid across a partition boundary (tessi_span_alloc_across's
- * last resort, as for any span no partition alone holds) is a valid span
- * of the page map. The heap check took it for a span running past its
- * partition: peak-full failed so in 1 run of about 60, when a thread's
- * heap needed a new metadata chunk while the region was full. */
-static void meta_across(void) {
+/* ---------------------------------------------------------- spans across */
+
+/* Spans from tessi_span_alloc_across, the last resort of a request no
+ * partition alone can serve, may cross a partition boundary; each
+ * scenario below makes one by filling 8 MiB with 1-page blocks and
+ * freeing those around the first boundary. Sizes stay below whole pages
+ * by a size tag's room (-DTESS_STATS_REQUESTED adds 8 bytes). */
+enum { ACROSS_MOST = 4096 };
+static void *across_held[ACROSS_MOST];
+static int across_count;
+
+static size_t page_index(const void *p) {
+  return ((uintptr_t)p - tessi_primary->base) >> TESS_PAGE_SHIFT;
+}
+
+/* The region full of blocks of one page each (above the slab limit);
+ * returns the first page of partition 1. */
+static size_t across_fill(void) {
   init_region(8 * MiB);
-  tess_region_t *r = tessi_primary;
-  REQUIRE(r->partition_count >= 2, "8 MiB gave %u partition(s)", (unsigned)r->partition_count);
-  enum { MOST = 2048, SIDE = 8, META_PAGES = 10 };
-  static void *held[MOST];
-  int n = 0;
-  while (n < MOST && (held[n] = tess_malloc(2 * 4096 - 64)) != NULL) n++;
-  REQUIRE(n < MOST, "8 MiB not full after %d blocks of 2 pages", n);
-  /* a run of about 2 * SIDE free pages across the boundary of partitions 0
-   * and 1, while neither holds META_PAGES in a row (their other holes are
-   * single pages) */
-  size_t boundary = r->partitions[1].first_page;
-  int freed = 0;
-  for (int i = 0; i < n; i++) {
-    size_t page = ((uintptr_t)held[i] - r->base) >> TESS_PAGE_SHIFT;
-    if (page + SIDE >= boundary && page < boundary + SIDE) {
-      tess_free(held[i]);
-      held[i] = NULL;
-      freed++;
+  REQUIRE(tessi_primary->partition_count >= 2, "8 MiB gave %u partition(s)",
+          (unsigned)tessi_primary->partition_count);
+  across_count = 0;
+  while (across_count < ACROSS_MOST &&
+         (across_held[across_count] = tess_malloc(4000)) != NULL) {
+    across_count++;
+  }
+  REQUIRE(across_count < ACROSS_MOST, "8 MiB not full after %d blocks of a page", across_count);
+  return tessi_primary->partitions[1].first_page;
+}
+
+/* Frees the blocks on pages [lo, hi), and the heap lets go of the spans
+ * it kept, so that they are free in their partitions. */
+static void across_free(size_t lo, size_t hi) {
+  for (int i = 0; i < across_count; i++) {
+    if (across_held[i] == NULL) continue;
+    size_t page = page_index(across_held[i]);
+    if (page >= lo && page < hi) {
+      tess_free(across_held[i]);
+      across_held[i] = NULL;
     }
   }
-  tess_thread_cleanup(); /* the heap gives back the spans it kept */
-  /* more than the first metadata chunk has left (it holds 4 heaps here) */
+  tess_thread_cleanup();
+}
+
+static void across_free_all(void) {
+  for (int i = 0; i < across_count; i++) tess_free(across_held[i]);
+  across_count = 0;
+}
+
+/* Metadata laid across a boundary is a valid span of the page map. The
+ * heap check took it for a span running past its partition: peak-full
+ * failed so in 1 run of about 60, when a thread's heap needed a new
+ * metadata chunk while the region was full. */
+static void meta_across(void) {
+  enum { META_PAGES = 10 };
+  size_t boundary = across_fill();
+  /* 10 free pages across the boundary, 5 on either side (fewer than the
+   * chunk's in a row in either partition); more than the first metadata
+   * chunk has left (it holds 4 heaps here) */
+  across_free(boundary - META_PAGES / 2, boundary + META_PAGES / 2);
   char *chunk = tessi_meta_alloc(META_PAGES * 4096);
-  REQUIRE(chunk != NULL, "no metadata chunk of %d pages after %d blocks freed", META_PAGES, freed);
-  size_t head = ((uintptr_t)chunk - r->base) >> TESS_PAGE_SHIFT;
-  printf("meta-across: %d blocks freed by the boundary at page %zu; a chunk of %d pages at %zu\n",
-         freed, boundary, META_PAGES, head);
+  REQUIRE(chunk != NULL, "no metadata chunk of %d pages", META_PAGES);
+  size_t head = page_index(chunk);
+  printf("meta-across: a chunk of %d pages at page %zu, the boundary at %zu\n", META_PAGES, head,
+         boundary);
   CHECK(head < boundary && head + META_PAGES > boundary,
         "the chunk at pages %zu..%zu does not cross the boundary at %zu", head,
         head + META_PAGES, boundary);
-  CHECK(r->pages[head].kind == TESS_PAGE_META, "the chunk's head is of kind %d",
-        (int)r->pages[head].kind);
+  CHECK(tessi_primary->pages[head].kind == TESS_PAGE_META, "the chunk's head is of kind %d",
+        (int)tessi_primary->pages[head].kind);
   CHECK_HEAP("with metadata across partitions");
-  for (int i = 0; i < n; i++) tess_free(held[i]);
+  across_free_all();
   CHECK_HEAP("after the blocks were freed");
+}
+
+/* A block across a boundary grows in place into the free pages after it,
+ * which lie in the next partition (realloc looked in its head's
+ * partition, and answered ENOMEM in a full region: a review). */
+static void grow_across(void) {
+  size_t boundary = across_fill();
+  across_free(boundary - 1, boundary + 1);
+  char *block = tess_malloc(2 * 4096 - 100); /* the only run of 2 pages */
+  REQUIRE(block != NULL && page_index(block) == boundary - 1, "a 2-page block at page %zu",
+          block != NULL ? page_index(block) : 0);
+  pat_fill(block, 2 * 4096 - 100, 5);
+  across_free(boundary + 1, boundary + 2);
+  errno = 0;
+  char *grown = tess_realloc(block, 3 * 4096 - 100);
+  printf("grow-across: a 2-page block across the boundary at page %zu, grown to 3 pages: %s\n",
+         boundary, grown == block ? "in place" : grown == NULL ? "NULL" : "moved");
+  CHECK(grown == block, "realloc into the free page after it gave %p (errno %d), not %p",
+        (void *)grown, errno, (void *)block);
+  if (grown != NULL) {
+    CHECK(pat_check(grown, 2 * 4096 - 100, 5) == PAT_OK, "the block's bytes changed");
+    tess_free(grown);
+  } else {
+    tess_free(block);
+  }
+  CHECK_HEAP("after the growth");
+  across_free_all();
+}
+
+/* A span across a boundary is freed whole, under the locks of both
+ * partitions: fork() copied it half freed before (the first piece free,
+ * the second in use by no block), in 10-20 % of the children of a
+ * thread that allocated and freed one in a loop (a review). */
+enum { FORK_ACROSS_PAGES = 40, FORK_ACROSS_FORKS = 300 };
+static atomic_int fork_across_stop;
+
+static void *fork_across_churn(void *arg) {
+  (void)arg;
+  while (!atomic_load(&fork_across_stop)) {
+    void *p = tess_malloc(FORK_ACROSS_PAGES * 4096 - 64);
+    REQUIRE(p != NULL, "the block across the boundary");
+    tess_free(p);
+  }
+  return NULL;
+}
+
+static void fork_across(void) {
+  size_t boundary = across_fill();
+  across_free(boundary - FORK_ACROSS_PAGES / 2, boundary + FORK_ACROSS_PAGES / 2);
+  void *probe = tess_malloc(FORK_ACROSS_PAGES * 4096 - 64);
+  REQUIRE(probe != NULL, "a %d-page block", FORK_ACROSS_PAGES);
+  size_t head = page_index(probe);
+  REQUIRE(head < boundary && head + FORK_ACROSS_PAGES > boundary,
+          "the block at page %zu does not cross the boundary at %zu", head, boundary);
+  tess_free(probe);
+  tess_thread_cleanup();
+  pthread_t churn;
+  REQUIRE(pthread_create(&churn, NULL, fork_across_churn, NULL) == 0, "thread");
+  int failed = 0;
+  for (int i = 0; i < FORK_ACROSS_FORKS; i++) {
+    int child_says[2]; /* not the exit status: a sanitizer may set that */
+    REQUIRE(pipe(child_says) == 0, "pipe");
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+      char back = tess_heap_check() == NULL ? 'y' : 'n';
+      _exit(write(child_says[1], &back, 1) == 1 ? 0 : 1);
+    }
+    close(child_says[1]);
+    char back = '?';
+    REQUIRE(read(child_says[0], &back, 1) == 1, "the child's answer");
+    close(child_says[0]);
+    waitpid(pid, NULL, 0);
+    failed += back != 'y';
+  }
+  atomic_store(&fork_across_stop, 1);
+  pthread_join(churn, NULL);
+  printf("fork-across: %d of %d children of a thread freeing a %d-page block across the "
+         "boundary failed the heap check\n",
+         failed, FORK_ACROSS_FORKS, FORK_ACROSS_PAGES);
+  CHECK(failed == 0, "%d children saw a span half freed", failed);
+  across_free_all();
+  CHECK_HEAP("after the forks");
 }
 
 /* Longer than any span a heap keeps: each malloc and free of one is a
@@ -1935,7 +2049,7 @@ static const scenario_t scenarios[] = {
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
     {"late", late},             {"peak", peak},     {"peak-full", peak_full},
-    {"meta-across", meta_across},
+    {"meta-across", meta_across}, {"grow-across", grow_across}, {"fork-across", fork_across},
     {"census", census},
     {"orphan-race", orphan_race}, {"late-stress", late_stress}, {"fork-late", fork_late},
     {"late-walk", late_walk},
