@@ -435,6 +435,10 @@ void tessi_heap_free_block(tess_heap_t *h, tess_page_t *d, tess_block_t *b);
  * partial slabs of class cls to self (cls = TESS_CLASSES: none). True if it
  * freed or moved anything. */
 bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
+/* Locks and lets go of every orphan list with a late free noted, so that
+ * the notes a holder left for the list's next holder are collected (the
+ * reclaim, fork()'s child; heap.c, orphan_note_late). */
+void tessi_orphans_collect_noted(void);
 /* The heap's cache of freed large spans. Large spans freed by the thread
  * that allocated them are kept by its heap (lengths up to
  * TESS_SPAN_CACHE_PAGES pages), so a thread that allocates and frees large

@@ -1389,8 +1389,16 @@ static void *ending_freer(void *arg) {
   return NULL;
 }
 
-/* The rounds that ended with a page held by freed blocks. */
-static int free_while_ending(ending_t how) {
+/* What the rounds ended with: a page held by freed blocks (kept), and a
+ * note a list's holder left for its next holder (late: the holder lost
+ * its CPU between its last look for notes and its unlock, for longer
+ * than a free spins on the lock; heap.c, orphan_note_late), collected by
+ * the reclaim's look at every noted list. */
+typedef struct ending_result_s {
+  int kept, late;
+} ending_result_t;
+
+static ending_result_t free_while_ending(ending_t how) {
   REQUIRE(how.blocks <= ENDING_MOST && how.freers <= 4, "%d blocks", how.blocks);
   ending = how;
   init_region(64 * MiB);
@@ -1401,7 +1409,7 @@ static int free_while_ending(ending_t how) {
   for (int k = 0; k < how.freers; k++) {
     REQUIRE(pthread_create(&freers[k], NULL, ending_freer, (void *)(intptr_t)k) == 0, "thread");
   }
-  int kept = 0;
+  ending_result_t result = {0, 0};
   for (int round = 1; round <= how.rounds; round++) {
     for (int i = 0; i < how.blocks; i++) {
       size_t size = how.mixed && !(i & 1) ? 48 + (size_t)(round % 3) * 16 : 64;
@@ -1422,18 +1430,34 @@ static int free_while_ending(ending_t how) {
      * the orphan */
     tess_free(tess_malloc(RACE_OTHER_SIZE));
     tess_thread_cleanup();
-    if (footprint_now() != before) kept++;
+    if (footprint_now() != before) {
+      tessi_orphans_collect_noted();
+      if (footprint_now() == before) {
+        result.late++;
+      } else {
+        result.kept++;
+      }
+    }
   }
   for (int k = 0; k < how.freers; k++) pthread_join(freers[k], NULL);
-  return kept;
+  return result;
+}
+
+/* No round may end with a freed block left unnoted; a note left for the
+ * next holder is rare (a holder descheduled at that moment), and was
+ * nearly every round before notes existed. */
+static void check_ending(const char *name, ending_t how, ending_result_t result) {
+  printf("%s: %d of %d rounds ended with a page held by freed blocks, %d more with a late free "
+         "left for the list's next holder\n",
+         name, result.kept, how.rounds, result.late);
+  CHECK(result.kept == 0, "%d rounds left an orphan holding only freed blocks", result.kept);
+  CHECK(result.late * 100 <= how.rounds, "%d of %d rounds left a note for the next holder",
+        result.late, how.rounds);
 }
 
 static void orphan_race(void) {
   ending_t how = {.freers = 1, .blocks = 256, .rounds = 20000, .shift = 18};
-  int kept = free_while_ending(how);
-  printf("orphan-race: %d of %d rounds ended with a page held by freed blocks\n", kept,
-         how.rounds);
-  CHECK(kept == 0, "%d rounds left an orphan holding only freed blocks", kept);
+  check_ending("orphan-race", how, free_while_ending(how));
 }
 
 /* The same with three freeing threads, each freeing every third block of
@@ -1443,10 +1467,7 @@ static void orphan_race(void) {
 static void late_stress(void) {
   ending_t how = {.freers = 3, .blocks = 600, .rounds = 5000, .mixed = true,
                   .end_first = true, .shift = 20};
-  int kept = free_while_ending(how);
-  printf("late-stress: %d of %d rounds ended with a page held by freed blocks\n", kept,
-         how.rounds);
-  CHECK(kept == 0, "%d rounds left an orphan holding only freed blocks", kept);
+  check_ending("late-stress", how, free_while_ending(how));
 }
 
 /* ---------------------------------------------------------------- census */
@@ -1976,6 +1997,18 @@ static void *walk_freer(void *arg) {
   return NULL;
 }
 
+/* A late block still on its orphan's stack, the orphan filed. */
+static bool walk_stranded(void) {
+  for (int i = 0; i < WALK_LATE; i++) {
+    tess_page_t *d = head_of(walk_late[i]);
+    if (tessi_is_orphan_owner(atomic_load_explicit(&d->owner, memory_order_relaxed)) &&
+        atomic_load_explicit(&d->remote, memory_order_relaxed) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 static void late_walk(void) {
   init_region(64 * MiB);
   walk_cls = class_given(WALK_SIZE);
@@ -1984,6 +2017,7 @@ static void late_walk(void) {
           "%d-byte blocks in a page", (int)tessi_classes[walk_cls].block_size);
   tess_thread_cleanup();
   int left = 0; /* rounds that ended with a freed block on an orphan's stack */
+  int late = 0;  /* the same, noted for the list's next holder */
   for (int round = 0; round < WALK_ROUNDS; round++) {
     for (int i = 0; i < count; i++) {
       REQUIRE((walk_blocks[i] = tess_malloc(WALK_SIZE)) != NULL, "round %d block %d", round, i);
@@ -2016,19 +2050,26 @@ static void late_walk(void) {
     pthread_join(freer, NULL);
     /* nobody holds the lists now: a block still on its orphan's stack
      * waits for the list's next holder */
-    bool stranded = false;
-    for (int i = 0; i < WALK_LATE; i++) {
-      tess_page_t *d = head_of(walk_late[i]);
-      stranded |= tessi_is_orphan_owner(atomic_load_explicit(&d->owner, memory_order_relaxed)) &&
-                  atomic_load_explicit(&d->remote, memory_order_relaxed) != 0;
+    if (walk_stranded()) {
+      /* unless the note was left for the next holder (the unlocker lost
+       * its CPU after its last look: free_while_ending) */
+      tessi_orphans_collect_noted();
+      if (walk_stranded()) {
+        left++;
+      } else {
+        late++;
+      }
     }
-    left += stranded;
     for (int i = 0; i < kept; i++) tess_free(walk_kept[i]); /* (NULL: the late ones) */
     tess_thread_cleanup();
   }
-  printf("late-walk: %d of %d rounds left a freed block on an orphan of a list nobody held\n",
-         left, WALK_ROUNDS);
+  printf("late-walk: %d of %d rounds left a freed block on an orphan of a list nobody held, %d "
+         "more noted for its next holder\n",
+         left, WALK_ROUNDS, late);
   CHECK(left == 0, "%d rounds left a noted free uncollected", left);
+  /* (the unlocker that looked only before its walk left 12-29 of 200) */
+  CHECK(late * 50 <= WALK_ROUNDS, "%d of %d rounds left a note for the next holder", late,
+        WALK_ROUNDS);
 }
 
 /* ---------------------------------------------------------------- driver */
