@@ -72,7 +72,10 @@ TESS_API int tess_init_region(void *start, void *end);
 
 /* Hands the calling thread's heap back to the pool now (its slabs stay
  * warm for the next thread that takes it); the thread may allocate again
- * later. Thread exit does this by itself; call it where a thread stops
+ * later. Thread exit does this by itself, except in libtessalloc-oe.a
+ * (no thread-exit hook there: OE calls oe_allocator_thread_cleanup, and
+ * an embedder without OE calls this before a thread ends, or its heap
+ * stays in use with what it holds); call it where a thread stops
  * allocating for a long time, or at the end of an enclave call. */
 TESS_API void tess_thread_cleanup(void);
 

@@ -395,6 +395,13 @@ void *tess_realloc(void *p, size_t size) {
       errno = saved_errno;
       return p;
     }
+    /* a shrink that found no smaller block keeps its own (a large one
+     * gives back its pages past the size), as glibc's never fails: a full
+     * fixed region answered ENOMEM to realloc(p, 100) of 100 KB */
+    if (size <= info.usable && (info.kind != BLOCK_LARGE || large_resized(&info, size))) {
+      errno = saved_errno;
+      return p;
+    }
     return NULL; /* errno set; p untouched */
   }
   memcpy(q, p, TESS_MIN(size, info.usable));

@@ -326,10 +326,17 @@ static tess_page_t *alloc_in_region(tess_region_t *r, unsigned start, size_t pag
 tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t align_pages,
                                uint8_t kind, bool *is_zero, tess_partition_t **from) {
   tess_region_t *home_region = home->region;
-  /* more pages than a fixed region has: NULL at once, rather than after
-   * opening every partition and laying its descriptors for good (1 GiB of
-   * them for malloc(128 GiB) in 64 GiB) */
-  if (home_region->is_fixed && pages + (align_pages - 1) > home_region->page_count) return NULL;
+  /* more pages than a fixed region has after its first page aligned as
+   * asked: NULL at once, rather than after opening every partition and
+   * laying its descriptors for good (1 GiB of them for malloc(128 GiB) in
+   * 64 GiB). The lead is where the region starts, not the alignment's
+   * worst case: that refused aligned_alloc(2 MiB, 2 MiB) in a region
+   * holding the aligned 2 MiB. */
+  if (home_region->is_fixed) {
+    uintptr_t base = home_region->base;
+    size_t lead = (tessi_align_up(base, align_pages << TESS_PAGE_SHIFT) - base) >> TESS_PAGE_SHIFT;
+    if (pages > home_region->page_count || lead > home_region->page_count - pages) return NULL;
+  }
   unsigned start = (unsigned)(home - home_region->partitions);
   tess_page_t *d = alloc_in_region(home_region, start, pages, align_pages, kind, is_zero, from);
   if (d != NULL) return d;

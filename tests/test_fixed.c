@@ -1312,6 +1312,82 @@ static void errors(void) {
   tess_free(p);
 }
 
+/* realloc to a smaller size in a full region answers a block (its own,
+ * when no smaller one is free): it answered ENOMEM to realloc(p, 100) of
+ * a 100,000-byte block and realloc(q, 20) of a 2,000-byte one (a review;
+ * glibc's shrinks never fail). */
+static void shrink_full(void) {
+  init_region(2 * MiB);
+  char *big = tess_malloc(100000), *mid = tess_malloc(2000);
+  REQUIRE(big != NULL && mid != NULL, "the blocks to shrink");
+  pat_fill(big, 100, 7);
+  pat_fill(mid, 20, 8);
+  /* full: 16-byte blocks until NULL, chained through themselves */
+  void **chain = NULL, **b;
+  size_t count = 0;
+  while ((b = tess_malloc(16)) != NULL) {
+    *b = chain;
+    chain = b;
+    count++;
+  }
+  size_t full = footprint_now();
+  errno = 0;
+  char *big_now = tess_realloc(big, 100);
+  int big_errno = errno;
+  char *mid_now = tess_realloc(mid, 20);
+  size_t after = footprint_now();
+  printf("shrink-full: %zu blocks of 16 bytes fill 2 MiB; 100000 -> 100 bytes: %s, 2000 -> 20: %s; "
+         "footprint %zu -> %zu KiB\n",
+         count, big_now == big ? "in place" : big_now == NULL ? "NULL" : "moved",
+         mid_now == mid ? "in place" : mid_now == NULL ? "NULL" : "moved", full >> 10, after >> 10);
+  CHECK(big_now != NULL, "realloc(100000 -> 100) failed (errno %d)", big_errno);
+  CHECK(mid_now != NULL, "realloc(2000 -> 20) failed");
+  if (big_now != NULL) CHECK(pat_check(big_now, 100, 7) == PAT_OK, "the big block's bytes");
+  if (mid_now != NULL) CHECK(pat_check(mid_now, 20, 8) == PAT_OK, "the middle block's bytes");
+  /* the big block kept in place gave back its pages past 100 bytes */
+  if (big_now == big) CHECK(after + 20 * 4096 <= full, "footprint %zu, %zu full", after, full);
+  CHECK_HEAP("after the shrinks");
+  tess_free(big_now != NULL ? big_now : big);
+  tess_free(mid_now != NULL ? mid_now : mid);
+  while (chain != NULL) {
+    void **next = *chain;
+    tess_free(chain);
+    chain = next;
+  }
+  CHECK_HEAP("after the frees");
+}
+
+/* An aligned request that the region holds, aligned, is served: the
+ * bound that refuses more than a region has took the alignment's worst
+ * lead, and answered ENOMEM to aligned_alloc(2 MiB, 2 MiB) in a region
+ * from 64 KiB below a 16-MiB boundary to 2 MiB above it (a review). Here
+ * 256 KiB below (room for the region's descriptors) and 8 MiB above: 7
+ * MiB aligned to 2 MiB fit only at the boundary. */
+static void align_region(void) {
+  size_t span = (size_t)64 << 20, align = (size_t)2 << 20, seven = (size_t)7 << 20;
+  char *map = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(map != MAP_FAILED, "mmap of %zu bytes", span);
+  char *boundary = (char *)(((uintptr_t)map + (32 << 20)) & ~(((uintptr_t)16 << 20) - 1));
+  region_start = boundary - (256 << 10);
+  region_end = boundary + (8 << 20);
+  REQUIRE(tess_init_region(region_start, region_end) == 0, "tess_init_region");
+  errno = 0;
+  char *big = tess_aligned_alloc(align, seven);
+  printf("align-region: 7 MiB aligned to 2 MiB in [boundary - 256 KiB, boundary + 8 MiB): %s\n",
+         big == NULL ? "NULL" : big == boundary ? "at the boundary" : "elsewhere");
+  CHECK(big == boundary, "aligned_alloc(2 MiB, 7 MiB) gave %p (errno %d), not the boundary %p",
+        (void *)big, errno, (void *)boundary);
+  if (big != NULL) {
+    memset(big, 1, seven);
+    tess_free(big);
+  }
+  char *two = tess_aligned_alloc(align, align);
+  CHECK(two == boundary, "aligned_alloc(2 MiB, 2 MiB) gave %p, not the boundary %p", (void *)two,
+        (void *)boundary);
+  tess_free(two);
+  CHECK_HEAP("after the aligned blocks");
+}
+
 /* ------------------------------------------------------------------ late */
 
 /* The head descriptor of the span holding block p. */
@@ -2089,6 +2165,7 @@ static const scenario_t scenarios[] = {
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
+    {"shrink-full", shrink_full}, {"align-region", align_region},
     {"late", late},             {"peak", peak},     {"peak-full", peak_full},
     {"meta-across", meta_across}, {"grow-across", grow_across}, {"fork-across", fork_across},
     {"census", census},
