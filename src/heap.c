@@ -26,7 +26,8 @@ tess_heap_stats_t tessi_stats_shared;
 /* What a heap may keep now, in freed large spans (and part of it in empty
  * slabs, below): TESS_HEAP_CACHE, but in a fixed region, when more than
  * SPAN_SHARED_BY heaps are in use, that much times SPAN_SHARED_BY shared
- * among them (at least TESS_SPAN_SMALL each). A kept span that is taken
+ * among them (at least TESS_SPAN_SMALL each, or the whole budget if it
+ * is less: regions under 4 MiB). A kept span that is taken
  * again saves a trip to the partition, but what all heaps keep at once is
  * footprint: in OE's allocation sample with 16 calls at once, keeping a
  * full 256 KiB each peaked at 6.3 MiB, 3 heaps' worth shared at 4.4-4.7.
@@ -63,7 +64,9 @@ static _Atomic(size_t) empty_slab_budget;
 static size_t shared_budget(uint32_t in_use, uint32_t shared_by) {
   size_t budget = tessi_options.heap_cache;
   if (!tessi_primary->is_fixed || in_use <= shared_by) return budget;
-  return TESS_MAX(budget * shared_by / in_use, TESS_SPAN_SMALL);
+  /* (the floor no more than the budget: 16 live heaps kept half of a 1
+   * MiB region at 32 KiB each) */
+  return TESS_MAX(budget * shared_by / in_use, TESS_MIN(budget, TESS_SPAN_SMALL));
 }
 
 static void heaps_in_use_add(int delta) {

@@ -90,7 +90,7 @@ static void make_primary(tess_region_t *r) {
  * page each, but as a heap's current slab it pins both pages for a class
  * that may hold one block or none (OE's sample, every call at once: 0.1
  * MiB less, at fewer instructions per request). A heap keeps freed large
- * spans up to 1/128 of the region (at most 256 KiB) and empty slabs up to
+ * spans up to 1/128 of the region (8 to 256 KiB) and empty slabs up to
  * an eighth of that, and empties both when its thread is done, so only
  * heaps in use hold them (and while many are, they share: heap.c). Less
  * costs speed: in OE's sample (32 MiB) 1/256 for every heap made one
@@ -98,7 +98,7 @@ static void make_primary(tess_region_t *r) {
  * this). Measured on the enclave workloads: docs/results/enclave/. */
 static void configure_fixed(size_t size) {
   tessi_sizeclass_init(TESS_PAGE_SIZE, 2, 3072, TESS_BORROW_WINDOW);
-  tessi_options.heap_cache = TESS_MIN(TESS_MAX(size / 128, (size_t)32 << 10), (size_t)256 << 10);
+  tessi_options.heap_cache = TESS_MIN(TESS_MAX(size / 128, (size_t)8 << 10), (size_t)256 << 10);
   tessi_span_budget_low = TESS_SPAN_LOW_FIXED;
 }
 

@@ -408,6 +408,14 @@ void *tessi_meta_alloc(size_t bytes) {
     bool zero;
     tess_page_t *d =
         tessi_pages_alloc(&tessi_primary->partitions[0], pages, 1, TESS_PAGE_META, &zero, &from);
+    size_t least = (bytes + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+    if (d == NULL && least < pages) {
+      /* no run of a whole chunk free: the pages this request needs (a
+       * heap's two: with half of 1 MiB free in holes of 2 pages, 6 of 8
+       * new threads got NULL for any size) */
+      pages = least;
+      d = tessi_pages_alloc(&tessi_primary->partitions[0], pages, 1, TESS_PAGE_META, &zero, &from);
+    }
     if (d == NULL) {
       tessi_unlock(&meta.lock);
       return NULL;

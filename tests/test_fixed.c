@@ -1388,6 +1388,89 @@ static void align_region(void) {
   CHECK_HEAP("after the aligned blocks");
 }
 
+/* A thread that needs a new heap gets one while the region has its pages
+ * free in short holes: a metadata chunk was 4 pages or nothing, and 6 of
+ * 8 new threads got NULL for 64 bytes in 1 MiB half free in holes of 2
+ * pages (a review). */
+enum { HOLES_THREADS = 8 };
+static pthread_barrier_t holes_ready;
+static atomic_int holes_done;
+static void *holes_blocks[HOLES_THREADS];
+
+static void *holes_thread(void *arg) {
+  int me = (int)(intptr_t)arg;
+  holes_blocks[me] = tess_malloc(64);
+  pthread_barrier_wait(&holes_ready); /* its heap stays in use: it lives on */
+  while (!atomic_load(&holes_done)) sched_yield();
+  tess_free(holes_blocks[me]);
+  return NULL;
+}
+
+static void heap_in_holes(void) {
+  init_region(1 * MiB);
+  enum { MOST = 256 };
+  static void *held[MOST];
+  int n = 0;
+  while (n < MOST && (held[n] = tess_malloc(2 * 4096 - 64)) != NULL) n++;
+  REQUIRE(n < MOST, "1 MiB not full after %d blocks of 2 pages", n);
+  for (int i = 0; i < n; i += 2) tess_free(held[i]);
+  tess_thread_cleanup(); /* its kept spans back to the partitions */
+  REQUIRE(pthread_barrier_init(&holes_ready, NULL, 2) == 0, "barrier");
+  pthread_t threads[HOLES_THREADS];
+  int failed = 0;
+  for (int t = 0; t < HOLES_THREADS; t++) { /* one after another */
+    REQUIRE(pthread_create(&threads[t], NULL, holes_thread, (void *)(intptr_t)t) == 0, "thread");
+    pthread_barrier_wait(&holes_ready);
+    failed += holes_blocks[t] == NULL;
+  }
+  atomic_store(&holes_done, 1);
+  for (int t = 0; t < HOLES_THREADS; t++) pthread_join(threads[t], NULL);
+  printf("heap-in-holes: 1 MiB, %d blocks of 2 pages, every other one freed: %d of %d new "
+         "threads got NULL for 64 bytes\n",
+         n, failed, HOLES_THREADS);
+  CHECK(failed == 0, "%d of %d new threads got no block", failed, HOLES_THREADS);
+  for (int i = 1; i < n; i += 2) tess_free(held[i]);
+  CHECK_HEAP("after the threads");
+}
+
+/* Heaps in use keep at most 1/128 of a small region each in freed large
+ * spans: the floor of their shared budget was 32 KiB whatever the
+ * region, and 16 live heaps that had freed blocks of 2 pages kept 512 KiB
+ * of a 1 MiB region, beyond any reclaim (a review). */
+enum { LIVE_THREADS = 16, LIVE_BLOCKS = 4 };
+static pthread_barrier_t live_ready;
+static atomic_int live_done;
+
+static void *live_thread(void *arg) {
+  (void)arg;
+  void *blocks[LIVE_BLOCKS];
+  for (int i = 0; i < LIVE_BLOCKS; i++) blocks[i] = tess_malloc(2 * 4096 - 64);
+  for (int i = 0; i < LIVE_BLOCKS; i++) tess_free(blocks[i]);
+  pthread_barrier_wait(&live_ready); /* its heap stays in use */
+  while (!atomic_load(&live_done)) sched_yield();
+  return NULL;
+}
+
+static void live_heaps_small(void) {
+  init_region(1 * MiB);
+  REQUIRE(pthread_barrier_init(&live_ready, NULL, LIVE_THREADS + 1) == 0, "barrier");
+  pthread_t threads[LIVE_THREADS];
+  for (int t = 0; t < LIVE_THREADS; t++) {
+    REQUIRE(pthread_create(&threads[t], NULL, live_thread, NULL) == 0, "thread");
+  }
+  pthread_barrier_wait(&live_ready);
+  struct tess_stats s;
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  atomic_store(&live_done, 1);
+  for (int t = 0; t < LIVE_THREADS; t++) pthread_join(threads[t], NULL);
+  size_t budget = (1 * MiB) / 128;
+  printf("live-heaps-small: %d live heaps in 1 MiB keep %llu KiB of freed spans (at most %zu "
+         "each)\n",
+         LIVE_THREADS, (unsigned long long)s.kept_span_bytes >> 10, budget >> 10);
+  CHECK(s.kept_span_bytes <= LIVE_THREADS * budget, "%llu bytes kept",
+        (unsigned long long)s.kept_span_bytes);
+}
+
 /* ------------------------------------------------------------------ late */
 
 /* The head descriptor of the span holding block p. */
@@ -2166,6 +2249,7 @@ static const scenario_t scenarios[] = {
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
     {"shrink-full", shrink_full}, {"align-region", align_region},
+    {"heap-in-holes", heap_in_holes}, {"live-heaps-small", live_heaps_small},
     {"late", late},             {"peak", peak},     {"peak-full", peak_full},
     {"meta-across", meta_across}, {"grow-across", grow_across}, {"fork-across", fork_across},
     {"census", census},
