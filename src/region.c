@@ -26,6 +26,11 @@ static struct {
   uintptr_t cursor, end;
 } meta;
 
+/* Pages of the first metadata chunk when it lies where the primary
+ * region's pages start (it does, made with the first heap): never free,
+ * so no block starts below them. */
+static _Atomic(size_t) meta_first_pages;
+
 tess_region_t *tessi_region_first(void) {
   return atomic_load_explicit(&region_list, memory_order_acquire);
 }
@@ -329,12 +334,16 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
   /* more pages than a fixed region has after its first page aligned as
    * asked: NULL at once, rather than after opening every partition and
    * laying its descriptors for good (1 GiB of them for malloc(128 GiB) in
-   * 64 GiB). The lead is where the region starts, not the alignment's
-   * worst case: that refused aligned_alloc(2 MiB, 2 MiB) in a region
-   * holding the aligned 2 MiB. */
+   * 64 GiB). The lead is from where the region's free pages start (past
+   * its first metadata chunk), not the alignment's worst case: that
+   * refused aligned_alloc(2 MiB, 2 MiB) in a region holding the aligned
+   * 2 MiB. */
   if (home_region->is_fixed) {
-    uintptr_t base = home_region->base;
-    size_t lead = (tessi_align_up(base, align_pages << TESS_PAGE_SHIFT) - base) >> TESS_PAGE_SHIFT;
+    uintptr_t base = home_region->base, low = base;
+    if (home_region == tessi_primary) {
+      low += atomic_load_explicit(&meta_first_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
+    }
+    size_t lead = (tessi_align_up(low, align_pages << TESS_PAGE_SHIFT) - base) >> TESS_PAGE_SHIFT;
     if (pages > home_region->page_count || lead > home_region->page_count - pages) return NULL;
   }
   unsigned start = (unsigned)(home - home_region->partitions);
@@ -421,6 +430,9 @@ void *tessi_meta_alloc(size_t bytes) {
       return NULL;
     }
     meta.cursor = tessi_page_addr(from->region, d);
+    if (meta.end == 0 && d == &tessi_primary->pages[0]) {
+      atomic_store_explicit(&meta_first_pages, pages, memory_order_relaxed);
+    }
     meta.end = meta.cursor + (pages << TESS_PAGE_SHIFT);
   }
   void *p = (void *)meta.cursor;

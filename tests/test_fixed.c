@@ -1331,10 +1331,11 @@ static void shrink_full(void) {
     count++;
   }
   size_t full = footprint_now();
+  /* the slab block first: the large one's shrink frees pages */
+  char *mid_now = tess_realloc(mid, 20);
   errno = 0;
   char *big_now = tess_realloc(big, 100);
   int big_errno = errno;
-  char *mid_now = tess_realloc(mid, 20);
   size_t after = footprint_now();
   printf("shrink-full: %zu blocks of 16 bytes fill 2 MiB; 100000 -> 100 bytes: %s, 2000 -> 20: %s; "
          "footprint %zu -> %zu KiB\n",
@@ -1386,6 +1387,32 @@ static void align_region(void) {
         (void *)boundary);
   tess_free(two);
   CHECK_HEAP("after the aligned blocks");
+}
+
+/* An aligned request that could only start inside the first metadata
+ * chunk is refused at once, before any partition is opened: the bound
+ * measured from the region's first page let it through when that page
+ * was aligned, and the search opened every partition, laying their
+ * descriptors for good (256 of a 16 GiB region, 254 MiB, in a review). */
+static void align_bound(void) {
+  init_region(64 * MiB);
+  tess_free(tess_malloc(16)); /* the first heap: the first metadata chunk */
+  tess_region_t *r = tessi_primary;
+  size_t align = 2 * 4096;
+  size_t lead = (tessi_align_up(r->base, align) - r->base) >> TESS_PAGE_SHIFT; /* 0 or 1 */
+  size_t pages = r->page_count - lead; /* the most the bound from the first page allows */
+  unsigned open = tessi_open_partitions(r);
+  size_t footprint = footprint_now();
+  errno = 0;
+  void *p = tess_aligned_alloc(align, pages * 4096 - 64);
+  int error = errno;
+  printf("align-bound: %zu pages aligned to 8 KiB of %zu: %s; partitions open %u -> %u\n", pages,
+         (size_t)r->page_count, p == NULL ? "NULL" : "served", open, tessi_open_partitions(r));
+  CHECK(p == NULL && error == ENOMEM, "%p (errno %d)", p, error);
+  CHECK(tessi_open_partitions(r) == open, "%u partitions open, %u before",
+        tessi_open_partitions(r), open);
+  /* (the reclaim before NULL may give back the first heap's empty slab) */
+  CHECK(footprint_now() <= footprint, "footprint %zu, %zu before", footprint_now(), footprint);
 }
 
 /* A thread that needs a new heap gets one while the region has its pages
@@ -2248,7 +2275,7 @@ static const scenario_t scenarios[] = {
     {"shared-cache", shared_cache}, {"deferred", deferred},
     {"give-away", give_away}, {"lazy", lazy}, {"large-region", large_region},
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
-    {"shrink-full", shrink_full}, {"align-region", align_region},
+    {"shrink-full", shrink_full}, {"align-region", align_region}, {"align-bound", align_bound},
     {"heap-in-holes", heap_in_holes}, {"live-heaps-small", live_heaps_small},
     {"late", late},             {"peak", peak},     {"peak-full", peak_full},
     {"meta-across", meta_across}, {"grow-across", grow_across}, {"fork-across", fork_across},
