@@ -390,15 +390,12 @@ void *tess_realloc(void *p, size_t size) {
   if (q == NULL) {
     /* before answering NULL the allocation gave back what heaps kept,
      * which may be the pages after the block: 4 MiB grew to 60 in 64 once
-     * the spans a heap kept next to it were gone */
-    if (stays_large && large_resized(&info, size)) {
-      errno = saved_errno;
-      return p;
-    }
-    /* a shrink that found no smaller block keeps its own (a large one
-     * gives back its pages past the size), as glibc's never fails: a full
-     * fixed region answered ENOMEM to realloc(p, 100) of 100 KB */
-    if (size <= info.usable && (info.kind != BLOCK_LARGE || large_resized(&info, size))) {
+     * the spans a heap kept next to it were gone. And a shrink that found
+     * no smaller block keeps its own (a large one gives back its pages
+     * past the size), as glibc's never fails: a full fixed region
+     * answered ENOMEM to realloc(p, 100) of 100 KB. */
+    if ((stays_large || size <= info.usable) &&
+        (info.kind != BLOCK_LARGE || large_resized(&info, size))) {
       errno = saved_errno;
       return p;
     }

@@ -592,20 +592,32 @@ static void give_back_locked(tess_region_t *r, tess_page_t *start, size_t pages,
   }
 }
 
-/* Locks the open partitions of fixed region r in order (the others hold no
- * span: one opened meanwhile is wholly free, and is left out) and empties
- * their deferred stacks; returns how many they are. In a region of many
- * GiB, 8 of 1024 partitions may be open. */
+/* Partitions [first, end) of r locked in order (the only order in which
+ * code holds more than one), their deferred stacks emptied. */
+static void range_lock(tess_region_t *r, unsigned first, unsigned end) {
+  for (unsigned i = first; i < end; i++) partition_lock(&r->partitions[i]);
+}
+
+static void range_unlock(tess_region_t *r, unsigned first, unsigned end) {
+  for (unsigned i = end; i-- > first;) tessi_unlock(&r->partitions[i].lock);
+}
+
+/* The footprint changes of several partitions, summed for one apply. */
+static inline void change_add(footprint_change_t *sum, footprint_change_t one) {
+  sum->bound += one.bound;
+  sum->grew |= one.grew;
+}
+
+/* Locks the open partitions of fixed region r (the others hold no span:
+ * one opened meanwhile is wholly free, and is left out); returns how many
+ * they are. In a region of many GiB, 8 of 1024 partitions may be open. */
 static unsigned open_lock_all(tess_region_t *r) {
   unsigned open = tessi_open_partitions(r);
-  for (unsigned i = 0; i < open; i++) tessi_lock(&r->partitions[i].lock);
-  for (unsigned i = 0; i < open; i++) deferred_drain_locked(&r->partitions[i]);
+  range_lock(r, 0, open);
   return open;
 }
 
-static void open_unlock_all(tess_region_t *r, unsigned open) {
-  for (unsigned i = open; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
-}
+static void open_unlock_all(tess_region_t *r, unsigned open) { range_unlock(r, 0, open); }
 
 /* Takes the free spans of [run, run + run_pages) out of their partitions
  * and gives back the `lead` pages before the `pages` wanted and those after
@@ -633,11 +645,7 @@ static uint16_t run_take_locked(tess_region_t *r, tess_page_t *run, size_t run_p
  * r locked by open_lock_all handed out, and their locks go. */
 static void run_done(tess_region_t *r, unsigned open) {
   footprint_change_t change = {0, false};
-  for (unsigned i = 0; i < open; i++) {
-    footprint_change_t one = partition_count(&r->partitions[i]);
-    change.bound += one.bound;
-    change.grew |= one.grew;
-  }
+  for (unsigned i = 0; i < open; i++) change_add(&change, partition_count(&r->partitions[i]));
   open_unlock_all(r, open);
   footprint_apply(change, NULL);
 }
@@ -851,18 +859,16 @@ void tessi_span_free_across(tess_partition_t *p, tess_page_t *head, size_t pages
   tess_region_t *r = p->region;
   unsigned first = (unsigned)(p - r->partitions);
   unsigned last = (unsigned)(tessi_partition_of(r, head + pages - 1) - r->partitions);
-  for (unsigned i = first; i <= last; i++) partition_lock(&r->partitions[i]);
+  range_lock(r, first, last + 1);
   footprint_change_t change = {0, false};
   for (unsigned i = first; i <= last; i++) {
     tess_partition_t *q = &r->partitions[i];
     size_t here = TESS_MIN(pages, (size_t)(end_page(q) - head));
-    footprint_change_t one = span_free_locked(q, head, here);
-    change.bound += one.bound;
-    change.grew |= one.grew;
+    change_add(&change, span_free_locked(q, head, here));
     head += here;
     pages -= here;
   }
-  for (unsigned i = last + 1; i-- > first;) tessi_unlock(&r->partitions[i].lock);
+  range_unlock(r, first, last + 1);
   footprint_apply(change, NULL);
 }
 
