@@ -70,8 +70,10 @@ TESS_API const char *tess_version_string(void);
  * when tessalloc is already initialized. */
 TESS_API int tess_init_region(void *start, void *end);
 
-/* Hands the calling thread's heap back to the pool now (its slabs stay
- * warm for the next thread that takes it); the thread may allocate again
+/* Hands the calling thread's heap back to the pool now (in OS mode its
+ * slabs stay warm for the next thread that takes it; in a fixed region its
+ * empty slabs and caches go back, and slabs with live blocks are shared
+ * with every heap); the thread may allocate again
  * later. Thread exit does this by itself, except in libtessalloc-oe.a
  * (no thread-exit hook there: OE calls oe_allocator_thread_cleanup, and
  * an embedder without OE calls this before a thread ends, or its heap

@@ -5,8 +5,10 @@
  * signatures, so that this library can be built and tested without the OE
  * SDK. Link libtessalloc-oe.a before oelibc/oecore and OE calls these
  * instead of its default dlmalloc. None of them logs, blocks in the OS or
- * calls out of the enclave; oe_allocator_thread_cleanup may be followed by
- * frees from thread-exit destructors, which it tolerates.
+ * calls out of the enclave. OE runs a thread's destructors before
+ * oe_allocator_thread_cleanup, and frees may still follow it, and follow
+ * oe_allocator_cleanup (OE's destructor call frees before its last
+ * thread cleanup): both are tolerated.
  *
  * If OE's own headers are included first, their declarations are used;
  * include them first or not at all (this header declares OE's result type

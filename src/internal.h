@@ -151,6 +151,9 @@ tess_partition_t *tessi_partition_for_heap(void);
  * by another thread right now (a relaxed peek). */
 bool tessi_pages_busy(const tess_partition_t *home);
 tess_partition_t *tessi_partition_of(tess_region_t *r, const tess_page_t *d);
+/* The bytes blocks can take in fixed region r: its pages less the meta
+ * pages (header, descriptors) and the first chunk of heap structs. */
+size_t tessi_fixed_allocatable(const tess_region_t *r);
 /* Carve `bytes` of metadata (heap structs) out of a region; never freed. */
 void *tessi_meta_alloc(size_t bytes);
 /* Every region, for fork handlers and purging: first, then next until NULL

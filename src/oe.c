@@ -3,12 +3,13 @@
  * on the OS or leaves the enclave.
  *
  * OE calls oe_allocator_thread_init when an enclave call begins and
- * oe_allocator_thread_cleanup when it ends, after the thread-exit
- * destructors (which may still free). A heap is taken from the pool on the
+ * oe_allocator_thread_cleanup when it ends, after the thread's
+ * destructors (which may free). A heap is taken from the pool on the
  * call's first allocation, not at thread_init, so calls that do not
- * allocate hold none; cleanup hands it back warm for the next call, on any
- * host thread. Frees after cleanup (late destructors) are served as frees
- * from a thread without a heap. */
+ * allocate hold none; cleanup trims it and hands it back for the next
+ * call, on any host thread. Frees after cleanup (OE frees after the last
+ * cleanup of its destructor call) are served as frees from a thread
+ * without a heap. */
 #include "internal.h"
 #include "tessalloc.h"
 #include "tessalloc_oe.h"
@@ -31,8 +32,11 @@ void oe_allocator_thread_cleanup(void) { tess_thread_cleanup(); }
  * the highest value it reached. The statistics see that peak at their
  * reads and samples (each time the footprint grew by 1/64), not at every
  * allocation, which would take a count every thread shares; a peak between
- * two of them may be missed. The region's footprint and its peak are
- * tess_footprint's. */
+ * two of them may be missed. Read while other threads free blocks of
+ * each other's, the current size is off by the remote frees and their
+ * collections made during the read's slab walk, either way, and the peak
+ * keeps what it over-counted (docs/mechanisms/stats.md). The region's
+ * footprint and its peak are tess_footprint's. */
 oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   if (info == NULL || !atomic_load_explicit(&tessi_ready, memory_order_acquire)) {
     return OE_FAILURE;
@@ -41,6 +45,9 @@ oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   if (tess_stats_get(&s, sizeof s) != 0) return OE_FAILURE;
   info->current_allocated_heap_size = s.live_bytes;
   info->peak_allocated_heap_size = s.peak_live_bytes; /* the merge raised it to live_bytes */
-  info->max_total_heap_size = tessi_primary->size;
+  /* what blocks can take: not the header, the page descriptors (1/64 of
+   * the region) or the first chunk of heap structs. OE's bigmalloc test
+   * allocates 0.99 of this less the current size in one block. */
+  info->max_total_heap_size = tessi_fixed_allocatable(tessi_primary);
   return OE_OK;
 }

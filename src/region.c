@@ -394,6 +394,21 @@ bool tessi_pages_grow(tess_region_t *r, tess_page_t *head, size_t pages, size_t 
   }
 }
 
+/* Bytes of fixed region r's first metadata chunk, for structs of `bytes`
+ * (bytes aligned to 64): a heap for each partition and one more, or 1/512
+ * of the region where that is more, 64 at most; 16 KiB at least. */
+static size_t first_chunk_bytes(const tess_region_t *r, size_t bytes) {
+  size_t heaps = TESS_MAX((size_t)r->partition_count + 1, r->size / 512 / bytes);
+  return TESS_MAX((size_t)16 << 10, TESS_MIN(heaps, (size_t)64) * bytes);
+}
+
+size_t tessi_fixed_allocatable(const tess_region_t *r) {
+  size_t chunk = first_chunk_bytes(r, tessi_align_up(sizeof(tess_heap_t), 64));
+  size_t chunk_pages = (chunk + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+  size_t pages = r->page_count > chunk_pages ? r->page_count - chunk_pages : 0;
+  return pages << TESS_PAGE_SHIFT;
+}
+
 void *tessi_meta_alloc(size_t bytes) {
   bytes = tessi_align_up(bytes, 64);
   tessi_lock(&meta.lock);
@@ -407,11 +422,7 @@ void *tessi_meta_alloc(size_t bytes) {
      * left once all was free. Workload B's 21 heaps fit in its 128 KiB,
      * and OE's sample's 16 threads in its 91 KiB (they took 6 chunks of
      * 16 KiB before). */
-    if (meta.end == 0 && tessi_primary->is_fixed) {
-      size_t heaps = TESS_MAX((size_t)tessi_primary->partition_count + 1,
-                              tessi_primary->size / 512 / bytes);
-      want = TESS_MAX(want, TESS_MIN(heaps, (size_t)64) * bytes);
-    }
+    if (meta.end == 0 && tessi_primary->is_fixed) want = first_chunk_bytes(tessi_primary, bytes);
     size_t pages = (want + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
     tess_partition_t *from;
     bool zero;
