@@ -119,7 +119,16 @@ static bool init_os_locked(void) {
       heap_size >= ((size_t)1 << 20) && heap_size <= ((size_t)1 << 42)) {
     /* emulated fixed mode: one reservation, then no OS memory call */
     void *mem = tessi_plat_reserve(heap_size, TESS_PAGE_SIZE);
-    return mem != NULL && init_fixed_locked((uintptr_t)mem, heap_size, true);
+    if (mem == NULL) {
+      /* every allocation tries again and fails (a smaller heap than was
+       * asked for would not be the fixed heap the program is tested in):
+       * said once, or it looks like a heap that is full from the start */
+      static bool told; /* under init_lock */
+      if (!told) tessi_warn("TESS_HEAP_SIZE", "could not reserve the heap: every allocation fails");
+      told = true;
+      return false;
+    }
+    return init_fixed_locked((uintptr_t)mem, heap_size, true);
   }
   tessi_options_init();
   tessi_sizeclass_init((size_t)64 << 10, 8, TESS_SLAB_MAX_SIZE, 1);

@@ -182,6 +182,7 @@ static inline void tessi_partitions_unlock(tess_region_t *r) {
 }
 /* fork (after every partition lock is held): no deferred free is under
  * way, and none starts until tessi_span_fork_done (span.c) */
+void tessi_span_fork_lock(tess_region_t *r);
 void tessi_span_fork_prepare(void);
 void tessi_span_fork_done(bool in_child);
 /* fork: hold every region, partition and metadata lock across fork() */

@@ -459,7 +459,7 @@ void tessi_regions_lock_all(void) {
   tessi_lock(&region_lock);
   tessi_lock(&open_lock);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
-    tessi_partitions_lock(r);
+    tessi_span_fork_lock(r);
   }
   tessi_span_fork_prepare();
 }

@@ -301,6 +301,8 @@ size_t tessi_footprint(size_t *peak) {
  * elsewhere can check in one load whether purging is overdue. */
 _Atomic(uint32_t) tessi_purge_due_ms;
 
+static _Atomic(int) purge_held; /* fork() is taking the partition locks */
+
 static void schedule_purge(tess_partition_t *p, uint32_t due) {
   if (due == 0) due = 1;
   p->next_purge_ms = due;
@@ -415,6 +417,23 @@ static bool deferral_begin(tess_partition_t *p) {
   return false;
 }
 
+/* fork(): r's partition locks, taken in order, each once no purge of it
+ * is between its unlock and its relock (its spans parked BUSY would stay
+ * so in the child, lost, and fail tess_heap_check there); no purge starts
+ * from now until tessi_span_fork_done. */
+void tessi_span_fork_lock(tess_region_t *r) {
+  atomic_store(&purge_held, 1);
+  for (unsigned i = 0; i < r->partition_count; i++) {
+    tess_partition_t *p = &r->partitions[i];
+    tessi_lock(&p->lock);
+    while (p->purging != 0) {
+      tessi_unlock(&p->lock);
+      tessi_plat_yield();
+      tessi_lock(&p->lock);
+    }
+  }
+}
+
 void tessi_span_fork_prepare(void) {
   atomic_store(&forking, 1);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
@@ -438,6 +457,7 @@ void tessi_span_fork_done(bool in_child) {
     atomic_store(&bound_pages, bound);
     if (bound > atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed)) peak_raise(bound);
   }
+  atomic_store(&purge_held, 0);
   atomic_store(&forking, 0);
 }
 
@@ -773,6 +793,12 @@ bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_
  * decommit_delay_ms. The madvise calls run without the lock; the spans are
  * parked as BUSY meanwhile so nobody allocates or merges them. */
 static void purge_locked(tess_partition_t *p, uint32_t now) {
+  /* none starts while fork() takes the locks: its spans would be BUSY in
+   * the child for good (tessi_span_fork_lock); still due, retried later */
+  if (atomic_load_explicit(&purge_held, memory_order_relaxed)) {
+    schedule_purge(p, p->next_purge_ms != 0 ? p->next_purge_ms : now);
+    return;
+  }
   size_t min_pages = TESS_MAX((size_t)1, tessi_options.decommit_min >> TESS_PAGE_SHIFT);
   uint32_t delay = tessi_options.decommit_delay_ms;
   uint32_t next = 0;
@@ -796,6 +822,7 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
   p->next_purge_ms = 0;
   if (next != 0) schedule_purge(p, next);
   if (busy == NULL) return;
+  p->purging++;
   tessi_unlock(&p->lock);
   for (tess_page_t *d = busy; d != NULL; d = d->next) {
     tessi_plat_decommit((void *)tessi_page_addr(p->region, d),
@@ -803,6 +830,7 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
     atomic_fetch_add_explicit(&decommitted_pages, d->u.span.pages, memory_order_relaxed);
   }
   tessi_lock(&p->lock);
+  p->purging--;
   for (tess_page_t *d = busy, *after; d != NULL; d = after) {
     after = d->next;
     size_t pages = d->u.span.pages;

@@ -165,6 +165,7 @@ typedef struct tess_partition_s {
   struct tess_region_s *region;
   _Alignas(64) tess_lock_t lock;
   uint32_t next_purge_ms;
+  uint32_t purging; /* purges between their unlock and relock (span.c), under the lock */
   size_t free_pages;
   /* the footprint's share (span.c), written under the lock and read
    * without it: pages handed out (free_pages' other side), and pages

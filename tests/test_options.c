@@ -22,8 +22,18 @@
  *   series-reentry   TESS_HEAP_SIZE=64M TESS_STATS_INTERVAL_MS=1: a report
  *                    written to a stream whose writes allocate (as stdio's
  *                    do) while the series is due (it deadlocked)
+ *   heap-unreserved  TESS_HEAP_SIZE=1G under a 40 MiB address-space limit:
+ *                    every allocation fails with ENOMEM, and one line says
+ *                    why (it said nothing)
+ *   fork-decommit    TESS_DECOMMIT_DELAY_MS=0: 300 fork() children of a
+ *                    process whose thread frees big blocks pass the heap
+ *                    check (a fork while a decommit round had the
+ *                    partition unlocked for its madvise calls left the
+ *                    round's spans parked for good in 190-220 of them)
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -185,6 +195,18 @@ static void address_limit(void) {
   printf("address-limit: 8 MiB of blocks with 40 MiB of address space left\n");
 }
 
+static void heap_unreserved(void) {
+  size_t limit = vm_size() + 40 * MiB;
+  struct rlimit lim = {limit, limit};
+  REQUIRE(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");
+  for (int i = 0; i < 3; i++) {
+    errno = 0;
+    void *p = tess_malloc(100);
+    CHECK(p == NULL && errno == ENOMEM, "malloc #%d with no heap: %p, errno %d", i, p, errno);
+  }
+  printf("heap-unreserved: 3 mallocs failed with ENOMEM\n");
+}
+
 static void bad_options(void) { tess_free(tess_malloc(100)); /* options were read at start-up */ }
 
 static void big_overflow(void) {
@@ -229,6 +251,43 @@ static void series_reentry(void) {
   printf("series-reentry: 5 reports written while the series was due\n");
 }
 
+/* A thread that allocates big blocks, touches them and frees them, so
+ * that decommit rounds (madvise, the partition unlocked) go on all the
+ * time, until told to stop. */
+static void *big_churn(void *arg) {
+  _Atomic(bool) *stop = arg;
+  while (!atomic_load(stop)) {
+    void *blocks[8];
+    for (size_t i = 0; i < 8; i++) {
+      blocks[i] = tess_malloc((i + 1) << 18); /* 256 KiB to 2 MiB */
+      REQUIRE(blocks[i] != NULL, "malloc of %zu KiB", (i + 1) << 8);
+      memset(blocks[i], 1, 4096);
+    }
+    for (size_t i = 0; i < 8; i++) tess_free(blocks[i]);
+  }
+  return NULL;
+}
+
+static void fork_decommit(void) {
+  _Atomic(bool) stop = false;
+  pthread_t churn;
+  REQUIRE(pthread_create(&churn, NULL, big_churn, &stop) == 0, "pthread_create");
+  int broken = 0, children = 300;
+  for (int i = 0; i < children; i++) {
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0) _exit(tess_heap_check() == NULL ? 0 : 1);
+    int status;
+    REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) broken++;
+  }
+  atomic_store(&stop, true);
+  pthread_join(churn, NULL);
+  printf("fork-decommit: %d of %d children failed the heap check\n", broken, children);
+  CHECK(broken == 0, "%d of %d fork() children failed the heap check", broken, children);
+  CHECK_HEAP("after the forks");
+}
+
 /* ---------------------------------------------------------------- driver */
 
 typedef struct scenario_s {
@@ -258,6 +317,11 @@ static const scenario_t scenarios[] = {
      series_reentry,
      {"TESS_HEAP_SIZE=64M", "TESS_STATS_INTERVAL_MS=1", "TESS_STATS_FILE=/dev/null"},
      {0}},
+    {"heap-unreserved",
+     heap_unreserved,
+     {"TESS_HEAP_SIZE=1G"},
+     {"tessalloc: TESS_HEAP_SIZE: could not reserve the heap"}},
+    {"fork-decommit", fork_decommit, {"TESS_DECOMMIT_DELAY_MS=0"}, {0}},
 };
 
 /* Runs one scenario in a child with its environment; true if it passed. */
