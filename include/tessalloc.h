@@ -155,8 +155,9 @@ struct tess_stats {
 };
 
 /* Fills *out (struct_size = sizeof *out as the caller was compiled; an
- * older, shorter struct gets its prefix). Returns 0, or EINVAL when
- * struct_size is below the version 1 prefix (offsetof classes). */
+ * older, shorter struct gets its prefix). Returns 0, EINVAL when
+ * struct_size is below the version 1 prefix (offsetof classes), or
+ * EDEADLK from a tess_heap_visit callback. */
 TESS_API int tess_stats_get(struct tess_stats *out, size_t struct_size);
 
 /* Bytes of memory the allocator holds now: the pages of its regions handed
@@ -186,7 +187,11 @@ TESS_API const char *tess_heap_check(void);
 /* Calls visit(ptr, usable_size, arg) for every live block, in address
  * order per region; stops when visit returns nonzero and returns that
  * value (0 when all were visited). Call it while no other thread
- * allocates or frees, and do not allocate or free inside visit. */
+ * allocates or frees. visit runs with the heap's locks held: it must not
+ * allocate or free, nor read the statistics (tess_stats_json,
+ * tess_stats_print, mallinfo2, malloc_info, malloc_stats wait forever;
+ * tess_stats_get returns EDEADLK, tess_heap_check an error, and
+ * tess_heap_visit -1). */
 TESS_API int tess_heap_visit(int (*visit)(void *ptr, size_t size, void *arg), void *arg);
 
 #ifdef __cplusplus

@@ -20,6 +20,10 @@
 /* One bit per block of the slab being looked at: set = free (on a list).
  * Static, not on the stack (8 KiB), so the walk holds walk_lock. */
 static tess_lock_t walk_lock;
+/* The calling thread is in a tess_heap_visit callback: it holds walk_lock
+ * and a region's partition locks, which a read of the statistics or a
+ * check would wait for forever. */
+__thread bool tessi_in_visit;
 static uint64_t free_bits[(UINT16_MAX + 1) / 64];
 
 typedef struct walk_s {
@@ -316,6 +320,7 @@ void tessi_check_fork(tess_fork_phase_t phase) { tessi_lock_for_fork(&walk_lock,
 
 const char *tess_heap_check(void) {
   if (!atomic_load_explicit(&tessi_ready, memory_order_acquire)) return NULL;
+  if (tessi_in_visit) return "tess_heap_check: called from a tess_heap_visit callback";
   static walk_t w;            /* its message outlives the call */
   static struct tess_stats s; /* ~5 KiB: not on a small thread's stack */
   tessi_lock(&walk_lock);
@@ -343,12 +348,15 @@ const char *tess_heap_check(void) {
 
 int tess_heap_visit(int (*visit)(void *ptr, size_t size, void *arg), void *arg) {
   if (visit == NULL || !atomic_load_explicit(&tessi_ready, memory_order_acquire)) return 0;
+  if (tessi_in_visit) return -1; /* from a callback: its locks are held */
   walk_t w;
   memset(&w, 0, sizeof w);
   w.visit = visit;
   w.arg = arg;
   tessi_lock(&walk_lock);
+  tessi_in_visit = true;
   walk_all(&w);
+  tessi_in_visit = false;
   tessi_unlock(&walk_lock);
   return w.visit_result;
 }

@@ -637,6 +637,8 @@ struct tess_stats;
  * its partitions locked when `lock`; without, a span changing meanwhile
  * may be counted wrong. */
 void tessi_slab_census(tess_slab_census_t *census, bool lock);
+/* The calling thread is in a tess_heap_visit callback (check.c). */
+extern __thread bool tessi_in_visit;
 /* Every counter added up, peaks updated (stats.c). */
 void tessi_stats_merge(struct tess_stats *s);
 /* The merge's lock (stats.c) and the heap walk's (check.c) across fork();

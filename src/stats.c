@@ -199,6 +199,7 @@ size_t tess_footprint(size_t *peak) {
 
 int tess_stats_get(struct tess_stats *out, size_t struct_size) {
   if (out == NULL || struct_size < offsetof(struct tess_stats, classes)) return EINVAL;
+  if (tessi_in_visit) return EDEADLK; /* the walk's locks are held */
   (void)tessi_ensure_init();
   struct tess_stats s;
   tessi_stats_merge(&s);

@@ -39,7 +39,22 @@ static uint64_t now_ms(void) {
 
 static uint64_t start_ms;
 
-void tessi_stats_output_fork_child(void) { pthread_mutex_init(&output_lock, NULL); }
+/* OS mode: whether this process started the sampler thread */
+static bool sampler_started;
+/* tessi_stats_series_on: 1 = fixed mode's slow-path series; this = the
+ * sampler, or that series, waits for the first slow path (series_start,
+ * a fork child) */
+#define SERIES_UNSTARTED 2
+
+/* The child has no sampler thread: its first allocation slow path starts
+ * one (tessi_stats_series_tick), or its series would stop at fork(). */
+void tessi_stats_output_fork_child(void) {
+  pthread_mutex_init(&output_lock, NULL);
+  if (sampler_started) {
+    sampler_started = false;
+    atomic_store_explicit(&tessi_stats_series_on, SERIES_UNSTARTED, memory_order_relaxed);
+  }
+}
 
 static void write_all(int fd, const char *text, size_t len) {
   while (len > 0) {
@@ -188,7 +203,27 @@ static void *sampler(void *arg) {
   return NULL;
 }
 
+static bool start_sampler(void);
+
 void tessi_stats_series_tick(void) {
+  int on = atomic_load_explicit(&tessi_stats_series_on, memory_order_relaxed);
+  if (on == SERIES_UNSTARTED) {
+    /* the first slow path since series_start or fork(): the mode is known
+     * now. Not from fork()'s handlers, which hold every lock. */
+    if (tessi_fork_holder) return;
+    bool is_on = tessi_options.stats_interval_ms != 0;
+    bool in_thread = is_on && !tessi_primary->is_fixed;
+    if (!atomic_compare_exchange_strong_explicit(&tessi_stats_series_on, &on,
+                                                 is_on && !in_thread ? 1 : 0,
+                                                 memory_order_relaxed, memory_order_relaxed) ||
+        !is_on) {
+      return;
+    }
+    if (in_thread) {
+      (void)start_sampler();
+      return;
+    }
+  }
   uint64_t now = now_ms();
   uint64_t due = atomic_load_explicit(&next_line_ms, memory_order_relaxed);
   if (now < due || !atomic_compare_exchange_strong_explicit(
@@ -204,24 +239,39 @@ void tessi_stats_series_tick(void) {
   pthread_mutex_unlock(&output_lock);
 }
 
+static bool start_sampler(void) {
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  bool started = pthread_create(&thread, &attr, sampler, NULL) == 0;
+  sampler_started = started;
+  if (!started) tessi_warn("TESS_STATS_INTERVAL_MS", "ignored: the sampler thread could not start");
+  pthread_attr_destroy(&attr);
+  return started;
+}
+
 /* Runs when the library is loaded (or the program starts, when linked
- * statically), after libc is up: safe to start a thread. */
+ * statically), after libc is up: safe to start a thread. Init stays lazy
+ * unless it happened already or TESS_HEAP_SIZE fixes the mode: made here,
+ * it would be OS mode, and a program linked with libtessalloc.a could no
+ * longer call tess_init_region (EBUSY; pthread_create alone allocates).
+ * Then the first allocation slow path, which knows the mode, starts the
+ * sampler (OS mode) or the slow path's series (fixed). */
 __attribute__((constructor)) static void series_start(void) {
   start_ms = now_ms();
   if (tessi_plat_getenv("TESS_STATS_INTERVAL_MS") == NULL) return; /* init stays lazy */
+  if (!atomic_load_explicit(&tessi_ready, memory_order_acquire) &&
+      tessi_plat_getenv("TESS_HEAP_SIZE") == NULL) {
+    atomic_store_explicit(&tessi_stats_series_on, SERIES_UNSTARTED, memory_order_relaxed);
+    return;
+  }
   if (!tessi_ensure_init() || tessi_options.stats_interval_ms == 0) return;
   if (tessi_primary->is_fixed) {
     atomic_store_explicit(&tessi_stats_series_on, 1, memory_order_relaxed);
     return;
   }
-  pthread_t thread;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&thread, &attr, sampler, NULL) != 0) {
-    tessi_warn("TESS_STATS_INTERVAL_MS", "ignored: the sampler thread could not start");
-  }
-  pthread_attr_destroy(&attr);
+  (void)start_sampler();
 }
 
 /* ------------------------------------------------- glibc's interfaces */

@@ -25,6 +25,12 @@
  *   heap-unreserved  TESS_HEAP_SIZE=1G under a 40 MiB address-space limit:
  *                    every allocation fails with ENOMEM, and one line says
  *                    why (it said nothing)
+ *   series-region    TESS_STATS_INTERVAL_MS=50: tess_init_region still
+ *                    takes its region (the series' start at load made the
+ *                    process OS mode, and it answered EBUSY)
+ *   series-fork      TESS_STATS_INTERVAL_MS=20, OS mode: a fork() child
+ *                    writes series lines of its own (its sampler thread was
+ *                    not copied, and it wrote none)
  *   fork-decommit    TESS_DECOMMIT_DELAY_MS=0: 300 fork() children of a
  *                    process whose thread frees big blocks pass the heap
  *                    check (a fork while a decommit round had the
@@ -56,6 +62,12 @@ static long fell(size_t before, size_t after) { return (long)before - (long)afte
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static void *touched(size_t size) {
@@ -251,6 +263,61 @@ static void series_reentry(void) {
   printf("series-reentry: 5 reports written while the series was due\n");
 }
 
+static void series_region(void) {
+  static char region[8 << 20];
+  CHECK(tess_init_region(region, region + sizeof region) == 0, "tess_init_region");
+  void *p = tess_malloc(100);
+  struct tess_stats s;
+  CHECK(tess_stats_get(&s, sizeof s) == 0 && s.fixed, "the process is in fixed mode");
+  CHECK((char *)p >= region && (char *)p < region + sizeof region, "a block outside the region");
+  tess_free(p);
+  printf("series-region: fixed mode with the series on\n");
+}
+
+#define SERIES_FILE "test_options_series.jsonl"
+
+/* Allocates blocks of many sizes for ms milliseconds (slow paths too). */
+static void allocate_for(int ms) {
+  uint64_t end = now_ms() + (uint64_t)ms;
+  for (size_t round = 0; now_ms() < end; round++) {
+    for (size_t size = 16; size <= 300000; size = size * 3 / 2 + 16) {
+      void *p = tess_malloc(size + round % 64);
+      REQUIRE(p != NULL, "malloc(%zu)", size);
+      tess_free(p);
+    }
+    sleep_ms(1);
+  }
+}
+
+/* Lines of the series file written by process pid. */
+static int series_lines_of(pid_t pid) {
+  FILE *f = fopen(SERIES_FILE, "r");
+  REQUIRE(f != NULL, "open %s", SERIES_FILE);
+  char want[32], line[32768];
+  snprintf(want, sizeof want, "\"pid\":%d,", (int)pid);
+  int lines = 0;
+  while (fgets(line, sizeof line, f) != NULL) lines += strstr(line, want) != NULL;
+  fclose(f);
+  return lines;
+}
+
+static void series_fork(void) {
+  unlink(SERIES_FILE);
+  allocate_for(50);
+  pid_t child = fork();
+  REQUIRE(child >= 0, "fork");
+  allocate_for(300);
+  if (child == 0) _exit(0);
+  int status;
+  REQUIRE(waitpid(child, &status, 0) == child && WIFEXITED(status), "the child");
+  int parent_lines = series_lines_of(getpid()), child_lines = series_lines_of(child);
+  printf("series-fork: %d lines from the parent, %d from the child\n", parent_lines,
+         child_lines);
+  CHECK(parent_lines >= 3 && child_lines >= 3, "series lines: parent %d, child %d",
+        parent_lines, child_lines);
+  unlink(SERIES_FILE);
+}
+
 /* A thread that allocates big blocks, touches them and frees them, so
  * that decommit rounds (madvise, the partition unlocked) go on all the
  * time, until told to stop. */
@@ -321,6 +388,14 @@ static const scenario_t scenarios[] = {
      heap_unreserved,
      {"TESS_HEAP_SIZE=1G"},
      {"tessalloc: TESS_HEAP_SIZE: could not reserve the heap"}},
+    {"series-region",
+     series_region,
+     {"TESS_STATS_INTERVAL_MS=50", "TESS_STATS_FILE=/dev/null"},
+     {0}},
+    {"series-fork",
+     series_fork,
+     {"TESS_STATS_INTERVAL_MS=20", "TESS_STATS_FILE=" SERIES_FILE},
+     {0}},
     {"fork-decommit", fork_decommit, {"TESS_DECOMMIT_DELAY_MS=0"}, {0}},
 };
 

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "internal.h"
@@ -239,6 +240,18 @@ static int stop_at_first(void *p, size_t size, void *arg) {
   return 7;
 }
 
+/* A callback that reads the statistics or checks the heap: the walk's
+ * locks are held, so each answers at once instead of waiting for good
+ * (each hung before). */
+static int reads_inside(void *p, size_t size, void *arg) {
+  struct tess_stats s;
+  int *answered = arg;
+  *answered += tess_stats_get(&s, sizeof s) == EDEADLK;
+  *answered += tess_heap_check() != NULL;
+  *answered += tess_heap_visit(stop_at_first, &(int){0}) == -1;
+  return 1;
+}
+
 static void test_visit(void) {
   visit_state_t v = {{tess_malloc(40), tess_malloc(1500), tess_malloc(100000)}, {0}, {0}, 0};
   for (int i = 0; i < 3; i++) v.want_size[i] = tess_usable_size(v.want[i]);
@@ -253,6 +266,12 @@ static void test_visit(void) {
         (unsigned long long)(live + after.large.live));
   int calls = 0;
   CHECK(tess_heap_visit(stop_at_first, &calls) == 7 && calls == 1, "visit stops");
+  int answered = 0;
+  alarm(20); /* a hang becomes a failure */
+  CHECK(tess_heap_visit(reads_inside, &answered) == 1 && answered == 3,
+        "readers inside a visit: %d of 3 answered as documented", answered);
+  alarm(0);
+  CHECK(tess_heap_check() == NULL, "the heap check after the visit");
   for (int i = 0; i < 3; i++) tess_free(v.want[i]);
 }
 
