@@ -64,8 +64,9 @@ TESS_API const char *tess_version_string(void);
  * metadata is carved from inside it and no OS memory call (mmap, munmap,
  * mremap, madvise, brk, sbrk) happens afterwards; allocations fail with
  * ENOMEM when it is full. start and end need not be aligned; the range
- * must hold at least 1 MiB. Must come before the first allocation of the
- * process (with the preloaded library, set TESS_HEAP_SIZE instead).
+ * must hold at least 1 MiB. Must come before the first allocation or
+ * statistics read of the process (either starts the allocator; with the
+ * preloaded library, set TESS_HEAP_SIZE instead).
  * Returns 0, EINVAL for a range that is too small or inverted, or EBUSY
  * when tessalloc is already initialized. */
 TESS_API int tess_init_region(void *start, void *end);
