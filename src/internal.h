@@ -661,8 +661,10 @@ static inline void tessi_stats_sample_if_grown(void) {
   size_t next = atomic_load_explicit(&tessi_stats_next_sample, memory_order_relaxed);
   if (TESS_UNLIKELY(peak >= next)) tessi_stats_sample(peak, next);
 }
-/* Fixed mode with TESS_STATS_INTERVAL_MS (OS builds): the series is written
- * from the allocation slow path, by tessi_stats_series_tick (stats_os.c). */
+/* TESS_STATS_INTERVAL_MS (OS builds), nonzero while the allocation slow
+ * path calls tessi_stats_series_tick (stats_os.c): 1 in fixed mode, where
+ * it writes the series; 2 until the first slow path after load or fork()
+ * starts the series of the mode (OS mode: a sampler thread, then 0). */
 extern _Atomic(int) tessi_stats_series_on;
 void tessi_stats_series_tick(void);
 

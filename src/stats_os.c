@@ -41,9 +41,8 @@ static uint64_t start_ms;
 
 /* OS mode: whether this process started the sampler thread */
 static bool sampler_started;
-/* tessi_stats_series_on: 1 = fixed mode's slow-path series; this = the
- * sampler, or that series, waits for the first slow path (series_start,
- * a fork child) */
+/* tessi_stats_series_on until the first slow path starts the series
+ * (internal.h) */
 #define SERIES_UNSTARTED 2
 
 /* The child has no sampler thread: its first allocation slow path starts
@@ -203,7 +202,16 @@ static void *sampler(void *arg) {
   return NULL;
 }
 
-static bool start_sampler(void);
+static void start_sampler(void) {
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  bool started = pthread_create(&thread, &attr, sampler, NULL) == 0;
+  sampler_started = started;
+  if (!started) tessi_warn("TESS_STATS_INTERVAL_MS", "ignored: the sampler thread could not start");
+  pthread_attr_destroy(&attr);
+}
 
 void tessi_stats_series_tick(void) {
   int on = atomic_load_explicit(&tessi_stats_series_on, memory_order_relaxed);
@@ -220,7 +228,7 @@ void tessi_stats_series_tick(void) {
       return;
     }
     if (in_thread) {
-      (void)start_sampler();
+      start_sampler();
       return;
     }
   }
@@ -237,18 +245,6 @@ void tessi_stats_series_tick(void) {
   if (pthread_mutex_trylock(&output_lock) != 0) return;
   emit(report, format_locked(true, (int64_t)(now - start_ms)));
   pthread_mutex_unlock(&output_lock);
-}
-
-static bool start_sampler(void) {
-  pthread_t thread;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  bool started = pthread_create(&thread, &attr, sampler, NULL) == 0;
-  sampler_started = started;
-  if (!started) tessi_warn("TESS_STATS_INTERVAL_MS", "ignored: the sampler thread could not start");
-  pthread_attr_destroy(&attr);
-  return started;
 }
 
 /* Runs when the library is loaded (or the program starts, when linked
@@ -271,7 +267,7 @@ __attribute__((constructor)) static void series_start(void) {
     atomic_store_explicit(&tessi_stats_series_on, 1, memory_order_relaxed);
     return;
   }
-  (void)start_sampler();
+  start_sampler();
 }
 
 /* ------------------------------------------------- glibc's interfaces */
