@@ -347,24 +347,31 @@ tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t alig
     if (pages > home_region->page_count || lead > home_region->page_count - pages) return NULL;
   }
   unsigned start = (unsigned)(home - home_region->partitions);
-  tess_page_t *d = alloc_in_region(home_region, start, pages, align_pages, kind, is_zero, from);
-  if (d != NULL) return d;
-  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
-    if (r == home_region) continue;
+  /* OS mode: a region added for this request is linked before its pages
+   * are taken, and another thread's search may take them first; then
+   * every region is looked at again, and another added */
+  for (unsigned tries = 0;; tries++) {
+    tess_page_t *d = alloc_in_region(home_region, start, pages, align_pages, kind, is_zero, from);
+    if (d != NULL) return d;
+    for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
+      if (r == home_region) continue;
+      d = alloc_in_region(r, 0, pages, align_pages, kind, is_zero, from);
+      if (d != NULL) return d;
+    }
+    if (home_region->is_fixed) {
+      /* the region is all there is: a run across its partitions */
+      return alloc_across_opening(home_region, pages, align_pages, kind, is_zero, from, false);
+    }
+    if (tries == 8) return NULL;
+    /* OS mode, every region full: add one, at least as large as the
+     * request (with room for its descriptors) */
+    size_t need = (pages + align_pages) << TESS_PAGE_SHIFT;
+    need += need / 32 + ((size_t)1 << 20); /* its descriptors */
+    tess_region_t *r = tessi_region_add_os(TESS_MAX(need, tessi_options.reserve / 16), need);
+    if (r == NULL) return NULL;
     d = alloc_in_region(r, 0, pages, align_pages, kind, is_zero, from);
     if (d != NULL) return d;
   }
-  if (home_region->is_fixed) {
-    /* the region is all there is: a run across its partitions */
-    return alloc_across_opening(home_region, pages, align_pages, kind, is_zero, from, false);
-  }
-  /* OS mode, every region full: add one, at least as large as the request
-   * (with room for its descriptors) */
-  size_t need = (pages + align_pages) << TESS_PAGE_SHIFT;
-  need += need / 32 + ((size_t)1 << 20); /* its descriptors */
-  tess_region_t *r = tessi_region_add_os(TESS_MAX(need, tessi_options.reserve / 16), need);
-  if (r == NULL) return NULL;
-  return alloc_in_region(r, 0, pages, align_pages, kind, is_zero, from);
 }
 
 void tessi_pages_free(tess_page_t *head, size_t pages) {

@@ -825,9 +825,15 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
   p->purging++;
   tessi_unlock(&p->lock);
   for (tess_page_t *d = busy; d != NULL; d = d->next) {
-    tessi_plat_decommit((void *)tessi_page_addr(p->region, d),
-                        (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
-    atomic_fetch_add_explicit(&decommitted_pages, d->u.span.pages, memory_order_relaxed);
+    /* a range the OS would not drop (pages locked by mlock/mlockall:
+     * EINVAL) keeps its contents: not ZERO, and not DIRTY either, or
+     * every round would try it again */
+    bool dropped = tessi_plat_decommit((void *)tessi_page_addr(p->region, d),
+                                       (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
+    d->flags = dropped ? TESS_SPAN_ZERO : 0; /* the parked span's, ours alone */
+    if (dropped) {
+      atomic_fetch_add_explicit(&decommitted_pages, d->u.span.pages, memory_order_relaxed);
+    }
   }
   tessi_lock(&p->lock);
   p->purging--;
@@ -835,9 +841,10 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
     after = d->next;
     size_t pages = d->u.span.pages;
     uint32_t freed_at = d->u.span.freed_at_ms;
+    uint16_t flags = d->flags;
     if (pages > 1) clear_desc(d + pages - 1);
     clear_desc(d);
-    coalesce_insert(p, d, pages, TESS_SPAN_ZERO, freed_at);
+    coalesce_insert(p, d, pages, flags, freed_at);
   }
 }
 

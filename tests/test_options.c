@@ -31,6 +31,11 @@
  *   series-fork      TESS_STATS_INTERVAL_MS=20, OS mode: a fork() child
  *                    writes series lines of its own (its sampler thread was
  *                    not copied, and it wrote none)
+ *   decommit-locked  TESS_DECOMMIT_DELAY_MS=0 under mlockall(): the OS
+ *                    refuses to drop locked pages, and calloc of the span
+ *                    must still read zero (it was marked zero anyway, and
+ *                    calloc returned 1 MiB of 0xff); skipped where
+ *                    mlockall is not allowed
  *   fork-decommit    TESS_DECOMMIT_DELAY_MS=0: 300 fork() children of a
  *                    process whose thread frees big blocks pass the heap
  *                    check (a fork while a decommit round had the
@@ -45,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -53,6 +59,10 @@
 #include "check.h"
 #include "pattern.h"
 #include "tessalloc.h"
+
+#ifndef MCL_ONFAULT
+#define MCL_ONFAULT 4 /* Linux 4.4 */
+#endif
 
 #define MiB ((size_t)1 << 20)
 
@@ -318,6 +328,30 @@ static void series_fork(void) {
   unlink(SERIES_FILE);
 }
 
+static void decommit_locked(void) {
+  void *first = tess_malloc(100); /* the region is reserved, not locked */
+  if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) {
+    printf("decommit-locked: skipped, mlockall: %s\n", strerror(errno));
+    tess_free(first);
+    return;
+  }
+  unsigned char *p = tess_malloc(MiB);
+  REQUIRE(p != NULL, "malloc(1 MiB)");
+  memset(p, 0xff, MiB);
+  tess_free(p); /* its decommit round fails: the pages are locked */
+  unsigned char *z = tess_calloc(1, MiB);
+  REQUIRE(z != NULL, "calloc(1 MiB)");
+  size_t nonzero = 0;
+  for (size_t i = 0; i < MiB; i++) nonzero += z[i] != 0;
+  printf("decommit-locked: calloc %s the freed block, %zu bytes not zero\n",
+         z == p ? "reused" : "did not reuse", nonzero);
+  CHECK(nonzero == 0, "calloc(1 MiB) has %zu bytes that are not zero", nonzero);
+  tess_free(z);
+  tess_free(first);
+  munlockall();
+  CHECK_HEAP("after the locked decommit");
+}
+
 /* A thread that allocates big blocks, touches them and frees them, so
  * that decommit rounds (madvise, the partition unlocked) go on all the
  * time, until told to stop. */
@@ -395,6 +429,10 @@ static const scenario_t scenarios[] = {
     {"series-fork",
      series_fork,
      {"TESS_STATS_INTERVAL_MS=20", "TESS_STATS_FILE=" SERIES_FILE},
+     {0}},
+    {"decommit-locked",
+     decommit_locked,
+     {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=64K"},
      {0}},
     {"fork-decommit", fork_decommit, {"TESS_DECOMMIT_DELAY_MS=0"}, {0}},
 };
