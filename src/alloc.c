@@ -294,9 +294,10 @@ static TESS_NOINLINE void free_slow(void *p, const char *op) {
     case BLOCK_SLAB: tessi_heap_free_block(tessi_tls_heap, info.page, p); return;
     case BLOCK_LARGE: tessi_large_free(info.page); return;
     case BLOCK_HUGE:
+      /* gone since classify found it: another thread freed it at once */
+      if (!tessi_huge_free(p)) tessi_report_invalid(op, p, "freed twice at once");
       TESS_STAT_MINE(huge_frees, 1);
       TESS_STAT_MINE(huge_bytes_out, info.usable);
-      tessi_huge_free(p);
       return;
     case BLOCK_INVALID: tessi_report_invalid(op, p, info.why);
   }
