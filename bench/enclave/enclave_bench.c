@@ -1229,11 +1229,14 @@ int main(int argc, char **argv) {
   uintptr_t first_bad;
   size_t guard_bad = guard_damage(&first_bad);
 
-  uint64_t ecalls = 0, worker_ecalls = 0, nulls = 0, mallocs = 0;
+  uint64_t ecalls = 0, worker_ecalls = 0, worker_mallocs = 0, nulls = 0, mallocs = 0;
   int64_t live_left = 0;
   for (size_t i = 0; i < g_nslots; i++) {
     ecalls += g_slots[i].ecalls;
-    if (g_slots[i].role == ROLE_WORKER) worker_ecalls += g_slots[i].ecalls;
+    if (g_slots[i].role == ROLE_WORKER) {
+      worker_ecalls += g_slots[i].ecalls;
+      worker_mallocs += g_slots[i].mallocs;
+    }
     nulls += g_slots[i].nulls;
     mallocs += g_slots[i].mallocs;
     live_left += g_slots[i].live;
@@ -1314,9 +1317,9 @@ int main(int argc, char **argv) {
          ll_or_unknown(footprint_init), ll_or_unknown(fp_peak), ll_or_unknown(footprint_end),
          touched);
   if (O.workload == 'b')
-    printf(" worker_ecalls=%" PRIu64 " peak_live_bytes=%" PRId64
+    printf(" worker_ecalls=%" PRIu64 " worker_mallocs=%" PRIu64 " peak_live_bytes=%" PRId64
            " peak_footprint_bytes=%lld peak_touched_bytes=%zu samples=%zu",
-           worker_ecalls, g_peak.live, ll_or_unknown(g_peak.footprint), g_peak.touched, g_nsamples);
+           worker_ecalls, worker_mallocs, g_peak.live, ll_or_unknown(g_peak.footprint), g_peak.touched, g_nsamples);
   for (int ph = PH_LOAD; ph < PH_N; ph++)
     printf(" os_calls_%s=%lu os_mmap_bytes_%s=%lu", phase_names[ph], os_calls(ph, 1),
            phase_names[ph], atomic_load(&g_os_bytes[ph][1]));
