@@ -20,6 +20,7 @@ void *tdl_calloc(size_t count, size_t size);
 void *tdl_realloc(void *ptr, size_t size);
 size_t tdl_usable_size(void *ptr);
 size_t tdl_footprint(void);
+size_t tdl_footprint_peak(void);
 
 /* One lock around one heap: nothing to do per thread. */
 static void dl_thread_init(void) {}
@@ -37,8 +38,8 @@ static const fixed_allocator_t dlmalloc_peer = {
     .realloc = tdl_realloc,
     .usable_size = tdl_usable_size,
     .footprint = tdl_footprint,
-    /* the region is taken by a bump pointer and never given back */
-    .footprint_peak = tdl_footprint,
+    /* the bump pointer's high-water mark (the top is trimmed, as in OE) */
+    .footprint_peak = tdl_footprint_peak,
 };
 
 __attribute__((visibility("default"))) const fixed_allocator_t *

@@ -34,6 +34,8 @@ const REGION_ALIGN: usize = 64;
 static CURSOR: AtomicUsize = AtomicUsize::new(0);
 /// First byte of the region after alignment (0 until `tdl_init`).
 static BASE: AtomicUsize = AtomicUsize::new(0);
+/// The highest the cursor has been (0 until `tdl_init`).
+static PEAK: AtomicUsize = AtomicUsize::new(0);
 /// One past the last usable byte of the region (0 until `tdl_init`).
 static LIMIT: AtomicUsize = AtomicUsize::new(0);
 
@@ -49,6 +51,7 @@ unsafe impl Allocator for Bump {
             return (ptr::null_mut(), 0, 0);
         }
         CURSOR.store(cur + size, Ordering::Relaxed);
+        PEAK.fetch_max(cur + size, Ordering::Relaxed);
         (cur as *mut u8, size, 0)
     }
 
@@ -56,16 +59,23 @@ unsafe impl Allocator for Bump {
         ptr::null_mut()
     }
 
-    fn free_part(&self, _ptr: *mut u8, _oldsize: usize, _newsize: usize) -> bool {
-        false
+    // OE's dlmalloc_sbrk takes negative increments, and OE's dlmalloc
+    // (3rdparty/dlmalloc/allocator.c: MORECORE without MORECORE_CANNOT_TRIM)
+    // trims its top chunk beyond the trim threshold (2 MiB) with them: the
+    // bump pointer goes back when the memory given back ends at it.
+    fn free_part(&self, ptr: *mut u8, oldsize: usize, newsize: usize) -> bool {
+        let end = ptr as usize + oldsize;
+        CURSOR
+            .compare_exchange(end, ptr as usize + newsize, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 
-    fn free(&self, _ptr: *mut u8, _size: usize) -> bool {
-        false
+    fn free(&self, ptr: *mut u8, size: usize) -> bool {
+        self.free_part(ptr, size, 0)
     }
 
     fn can_release_part(&self, _flags: u32) -> bool {
-        false
+        true
     }
 
     fn allocates_zeros(&self) -> bool {
@@ -109,10 +119,9 @@ pub unsafe extern "C" fn tdl_init(start: *mut c_void, end: *mut c_void) -> c_int
     if !h.set_granularity(GRANULARITY) {
         return -1;
     }
-    // Segments are never released (free says no): skip the periodic scan.
-    h.set_max_release_check_rate(0);
     BASE.store(base, Ordering::Relaxed);
     LIMIT.store(limit, Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
     CURSOR.store(base, Ordering::Release);
     0
 }
@@ -188,8 +197,8 @@ pub unsafe extern "C" fn tdl_usable_size(p: *mut c_void) -> usize {
     (head & !FLAG_BITS) - overhead
 }
 
-/// Bytes of the region bumped so far (dlmalloc's footprint: it never
-/// gives any back).
+/// Bytes of the region below the bump pointer (dlmalloc's footprint: its
+/// top is trimmed back, as over OE's sbrk).
 #[no_mangle]
 pub extern "C" fn tdl_footprint() -> usize {
     let base = BASE.load(Ordering::Relaxed);
@@ -197,4 +206,14 @@ pub extern "C" fn tdl_footprint() -> usize {
         return 0;
     }
     CURSOR.load(Ordering::Relaxed) - base
+}
+
+/// The most `tdl_footprint` has been since `tdl_init`.
+#[no_mangle]
+pub extern "C" fn tdl_footprint_peak() -> usize {
+    let base = BASE.load(Ordering::Relaxed);
+    if base == 0 {
+        return 0;
+    }
+    PEAK.load(Ordering::Relaxed) - base
 }
