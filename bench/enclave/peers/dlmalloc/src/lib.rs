@@ -5,9 +5,14 @@
 //! The crate asks its `Allocator` for system memory; here that is a bump
 //! pointer over the region given to `tdl_init` -- an sbrk over a heap
 //! reserved up front. It hands out memory until the region is exhausted
-//! (then null) and never takes any back. All of dlmalloc's state is reached
-//! through one `std::sync::Mutex`, as OE serialises every dlmalloc call
-//! with one lock.
+//! (then null) and takes back the top that dlmalloc trims, as OE's
+//! dlmalloc_sbrk does with a negative increment. All of dlmalloc's state is
+//! reached through one `std::sync::Mutex`, as OE serialises every dlmalloc
+//! call with one lock. OE's lock is a spin lock (USE_LOCKS 1, and dlmalloc
+//! 2.8.6 then defaults to USE_SPIN_LOCKS on x86 GCC; OE's allocator.c makes
+//! its sched_yield a pause or nothing), so its waiting threads spin where
+//! these sleep: with more threads than CPUs this model is kinder to dlmalloc
+//! than OE is.
 //!
 //! The C side (`dlmalloc_plugin.c`) wraps these `tdl_*` functions in the
 //! harness's `fixed_allocator_t`.
