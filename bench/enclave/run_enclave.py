@@ -156,20 +156,41 @@ class BRun:
     mean_footprint_ratio: Optional[float] = None
     # allocation calls of the worker threads alone (-1: not reported)
     worker_mallocs: int = -1
+    # the peaks of live bytes and footprint read every --peak-interval
+    # between the samples too (-1: not reported)
+    fine_peak_live_bytes: int = -1
+    fine_peak_footprint_bytes: int = -1
+
+    @property
+    def judged_live(self) -> int:
+        """The peak live bytes the ratios divide by: the fine one if any."""
+        return (self.fine_peak_live_bytes if self.fine_peak_live_bytes > 0
+                else self.peak_live_bytes)
+
+    @property
+    def judged_footprint(self) -> int:
+        """The peak footprint the ratio takes: the fine one with the fine
+        live peak, else the samples' (-1: unknown)."""
+        return (self.fine_peak_footprint_bytes if self.fine_peak_live_bytes > 0
+                else self.peak_footprint_bytes)
 
     @property
     def footprint_ratio(self) -> Optional[float]:
-        """Peak footprint (own report) / peak live requested bytes."""
-        if self.peak_footprint_bytes < 0 or self.peak_live_bytes <= 0:
+        """Peak footprint (own report) / peak live requested bytes, both
+        from the fine reads where the harness made them (maxima over the
+        0.5-s samples alone miss more of the live bytes' swings than of
+        the footprint, which lags them)."""
+        footprint = self.judged_footprint
+        if footprint < 0 or self.judged_live <= 0:
             return None
-        return self.peak_footprint_bytes / self.peak_live_bytes
+        return footprint / self.judged_live
 
     @property
     def touched_ratio(self) -> Optional[float]:
         """Peak touched pages of the region / peak live requested bytes."""
-        if self.peak_live_bytes <= 0:
+        if self.judged_live <= 0:
             return None
-        return self.peak_touched_bytes / self.peak_live_bytes
+        return self.peak_touched_bytes / self.judged_live
 
 
 A_FIELDS = [f.name for f in dataclasses.fields(ARun)]
@@ -454,7 +475,10 @@ def run_b(bench: Path, plugin: Plugin, host: str, repetition: int,
                    samples=kv_int(kv, "samples"), series_csv=series.name,
                    status="ok" if not why else f"fail: {why}",
                    mean_footprint_ratio=mean_ratio,
-                   worker_mallocs=kv_int(kv, "worker_mallocs"), **os_fields(kv))
+                   worker_mallocs=kv_int(kv, "worker_mallocs"),
+                   fine_peak_live_bytes=kv_int(kv, "fine_peak_live_bytes"),
+                   fine_peak_footprint_bytes=kv_int(kv, "fine_peak_footprint_bytes"),
+                   **os_fields(kv))
     except ValueError as exc:
         raise BenchError(f"B {plugin.name}: unexpected output {kv!r}") from exc
     return run, why
@@ -959,6 +983,9 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
         "thread_cleanup (snmalloc's own thread teardown), which OE's "
         "integration does not: without it snmalloc is faster per ECALL but "
         "fills this region (peers/snmalloc_plugin.cc). "
+        "Peaks (live, footprint) = the maxima of reads of both at once "
+        "every few ms between the samples too (the samples alone miss more "
+        "of the live bytes' swings than of the footprint, which lags them). "
         "Ratios = peak ÷ peak live requested bytes; 'over "
         "time' = mean footprint ÷ mean live bytes over the samples (less the "
         "first two and the last), which counts what each live byte costs "
@@ -982,8 +1009,8 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
                     f"| {name} | {host} | {r.ecalls_per_s:,.0f} | "
                     f"{r.worker_ecalls / r.duration_s:,.0f} | "
                     f"{calls_per_s(r):,.0f} | "
-                    f"{fmt_mib(r.peak_live_bytes)} | "
-                    f"{fmt_mib(r.peak_footprint_bytes)} | "
+                    f"{fmt_mib(r.judged_live)} | "
+                    f"{fmt_mib(r.judged_footprint)} | "
                     f"{fmt_judged(r.footprint_ratio)} | "
                     f"{fmt_judged(r.mean_footprint_ratio)} | "
                     f"{fmt_mib(r.peak_touched_bytes)} | "
@@ -1435,12 +1462,12 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
     for host in args.hosts if b_runs else []:
         for br in [x for x in b_runs if x.host == host]:
             fp = ("n/a" if br.footprint_ratio is None else
-                  f"{fmt_mib(br.peak_footprint_bytes)} MiB "
+                  f"{fmt_mib(br.judged_footprint)} MiB "
                   f"({fmt_judged(br.footprint_ratio)}x, over time "
                   f"{fmt_judged(br.mean_footprint_ratio)}x)")
             print(f"B {br.allocator:>10} {host:>10}: "
                   f"{br.ecalls_per_s:9,.0f} ECALLs/s, peak live "
-                  f"{fmt_mib(br.peak_live_bytes)} MiB, footprint {fp}, "
+                  f"{fmt_mib(br.judged_live)} MiB, footprint {fp}, "
                   f"touched "
                   f"{fmt_mib(br.peak_touched_bytes)} MiB "
                   f"({fmt_judged(br.touched_ratio)}x), {br.nulls} NULL")

@@ -55,6 +55,16 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(kv["status"], "ok")
         self.assertEqual(re_mod.parse_result("no result here"), {})
 
+    def test_b_ratios_take_the_fine_peaks_when_reported(self) -> None:
+        run = b_run("tessalloc", 1204)
+        self.assertAlmostEqual(run.footprint_ratio, 1.204)
+        self.assertAlmostEqual(run.touched_ratio, 1.5)
+        fine = dataclasses.replace(run, fine_peak_live_bytes=1100,
+                                   fine_peak_footprint_bytes=1250)
+        self.assertAlmostEqual(fine.footprint_ratio, 1250 / 1100)
+        self.assertAlmostEqual(fine.touched_ratio, 1500 / 1100)
+        self.assertEqual(fine.judged_footprint, 1250)
+
     def test_compress(self) -> None:
         self.assertEqual(re_mod.compress([1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8")
         self.assertEqual(re_mod.compress([]), "")
