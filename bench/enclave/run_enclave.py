@@ -900,7 +900,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         judged = (verdict(speed >= A_SPEEDUP_VS_DLMALLOC) if nproc >= 8
                   else "n/a")
         md.append(f"| {top} threads: >= {A_SPEEDUP_VS_DLMALLOC:.0f}x faster "
-                  f"than dlmalloc {cond} | {speed:.1f}x | {judged} |")
+                  f"than dlmalloc {cond} | {fmt_judged(speed)}x | {judged} |")
     # The speed of the calls all at once, the target's setting too, is
     # recorded (timings on fewer CPUs than calls are the scheduler's).
     at_once = {a: [r.elapsed_ms for r in overlap if r.allocator == a]
@@ -1098,8 +1098,8 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
         if ratios[0] is None:
             return None
         judged = min(r for r in ratios[:2] if r is not None)
-        workers = "n/a" if ratios[1] is None else f"{ratios[1]:.2f}x"
-        return judged, (f"{ratios[0]:.2f}x, workers' calls {workers} "
+        workers = "n/a" if ratios[1] is None else f"{fmt_judged(ratios[1])}x"
+        return judged, (f"{fmt_judged(ratios[0])}x, workers' calls {workers} "
                         f"(ECALLs/s {ratios[2]:.2f}x, "
                         f"worker ECALLs/s {ratios[3]:.2f}x)")
 

@@ -195,12 +195,12 @@ class TableTest(unittest.TestCase):
                                  run("dlmalloc", 40.0, 30, 1222)], ["pooled"])
         sn = [r for r in rows if "snmalloc's |" in r]
         self.assertEqual(sn, ["| pooled | allocation calls/s, all threads and workers alone, "
-                              ">= snmalloc's | 1.10x, workers' calls n/a "
+                              ">= snmalloc's | 1.100x, workers' calls n/a "
                               "(ECALLs/s 3.00x, worker ECALLs/s 1.00x) | "
                               f"{re_mod.verdict(True)} |"])
         dl = [r for r in rows if "2.5 x dlmalloc's" in r]
         self.assertEqual(len(dl), 1)
-        self.assertIn("| 0.90x, workers' calls n/a (ECALLs/s 7.50x, worker ECALLs/s 3.00x) |",
+        self.assertIn("| 0.900x, workers' calls n/a (ECALLs/s 7.50x, worker ECALLs/s 3.00x) |",
                       dl[0])
         self.assertIn(re_mod.verdict(False), dl[0])
         # the published pooled run's shape: more calls in all (the other
@@ -208,7 +208,7 @@ class TableTest(unittest.TestCase):
         rows = re_mod.b_targets([run("tessalloc", 300.0, 90, 1548, 1204),
                                  run("snmalloc", 100.0, 90, 1325, 1226)], ["pooled"])
         sn = [r for r in rows if "snmalloc's |" in r]
-        self.assertIn("| 1.17x, workers' calls 0.98x (", sn[0])
+        self.assertIn("| 1.168x, workers' calls 0.982x (", sn[0])
         self.assertIn(re_mod.verdict(False), sn[0])
 
     def test_b_table_prints_the_judged_ratios_with_three_decimals(self) -> None:
