@@ -441,7 +441,13 @@ def plot_stats_series(path: Path) -> Optional[str]:
 
 
 def run_b(bench: Path, plugin: Plugin, host: str, repetition: int,
-          series: Path, args: argparse.Namespace) -> tuple[BRun, str]:
+          series: Path, args: argparse.Namespace,
+          stats: bool = False) -> tuple[BRun, str]:
+    """One run of B; stats: with the allocator's own statistics at each
+    sample (--stats-jsonl). A statistics read walks tessalloc's slabs with
+    its partitions locked (a median 100 ms, up to 1.7 s, with 20 threads on
+    2 CPUs), so the runs the targets judge are made without it, and the
+    statistics come from a run of their own (repetition 0)."""
     cmd = [str(bench), "--allocator", plugin.path, "--workload", "b",
            "--host", host, "--duration", f"{args.duration:g}",
            "--workers", str(args.workers), "--others", str(args.others),
@@ -449,7 +455,9 @@ def run_b(bench: Path, plugin: Plugin, host: str, repetition: int,
            "--pool-bytes", str(args.pool_bytes),
            "--sample-interval", f"{args.sample_interval:g}",
            "--verify", args.verify_b, "--seed", str(args.seed + repetition),
-           "--csv", str(series), "--stats-jsonl", str(stats_series(series))]
+           "--csv", str(series)]
+    if stats:
+        cmd += ["--stats-jsonl", str(stats_series(series))]
     if args.tcs_b:
         cmd += ["--tcs", str(args.tcs_b)]
     kv, why = run_bench(cmd, f"B {plugin.name} {host}",
@@ -1001,8 +1009,8 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
     ]
     for host in hosts:
         for name in names:
-            for r in [x for x in runs
-                      if x.allocator == name and x.host == host]:
+            for r in [x for x in runs if x.allocator == name
+                      and x.host == host and x.repetition > 0]:
                 outside = (f" (+{r.os_calls_after_init_outside} outside)"
                            if r.os_calls_after_init_outside else "")
                 md.append(
@@ -1043,9 +1051,11 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
         if parts is not None and parts["live"] > 0:
             budget += budget_rows(r.allocator, r.host, parts)
     if budget:
-        md += ["Where the footprint goes over time, by the allocator's own statistics "
-               "(means over the samples the 'over time' ratio takes; ÷ live = per live "
-               "requested byte). Free in slabs is what the slabs hold beyond their live "
+        md += ["Where the footprint goes over time, by the allocator's own statistics, "
+               "from a run of its own with them (a statistics read locks tessalloc's "
+               "partitions while it walks the slabs, so the runs above are made without "
+               "it) (means over the samples of that run's 'over time' ratio; ÷ live = "
+               "per live requested byte). Free in slabs is what the slabs hold beyond their live "
                "blocks, by who holds them:",
                "",
                "| part | mean MiB | ÷ live |",
@@ -1068,6 +1078,7 @@ def worker_calls_per_s(run: BRun) -> float:
 
 
 def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
+    runs = [r for r in runs if r.repetition > 0]  # not the statistics runs
     md = ["### Targets (workload B, tessalloc)", ""]
     if not any(r.allocator == TESSALLOC for r in runs):
         return md + ["tessalloc was not measured.", ""]
@@ -1315,7 +1326,8 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
     total = ((rounds * len(threads) * len(plugins)
               + (args.repeat * len(plugins) if overlap else 0)
               if "a" in args.workloads else 0)
-             + (args.repeat_b * len(args.hosts) * len(plugins)
+             + ((args.repeat_b * len(plugins)
+                 + sum(p.name == TESSALLOC for p in plugins)) * len(args.hosts)
                 if "b" in args.workloads else 0))
     with Progress(total, width=44) as progress:
 
@@ -1369,6 +1381,15 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
                                 lambda: run_b(bench, plug, host, rep,
                                               series_csv, args),
                                 b_runs)
+            # the statistics series: a run of its own, not judged
+            for host in args.hosts:
+                for plug in [p for p in plugins if p.name == TESSALLOC]:
+                    series_csv = stage / f"b_{plug.name}_{host}_stats-run.csv"
+                    measure(plug, f"B {plug.name} {host} with statistics",
+                            f"B {plug.name} {host} with statistics",
+                            lambda: run_b(bench, plug, host, 0, series_csv,
+                                          args, stats=True),
+                            b_runs)
     finished = datetime.datetime.now(datetime.timezone.utc)
 
     # ---- files
