@@ -167,8 +167,9 @@ TESS_API int tess_stats_get(struct tess_stats *out, size_t struct_size);
  * mappings (OS mode) are not counted. *peak (when not NULL) receives the
  * most it has been: exactly, except that a new high reached while another
  * thread is returning freed pages may count those pages too (in fixed
- * mode never more than the region). No lock: one load per partition. 0
- * before initialization (in OS mode, the first allocation). */
+ * mode never more than the region). No lock: two loads per open partition
+ * (its pages in use and its deferred ones). 0 before initialization (in
+ * OS mode, the first allocation). */
 TESS_API size_t tess_footprint(size_t *peak);
 
 /* The statistics as one line of JSON (schema: docs/stats.schema.json).
