@@ -325,7 +325,7 @@ typedef struct tess_options_s {
   size_t decommit_min;        /* TESS_DECOMMIT_MIN: smaller free spans stay */
   size_t reserve;             /* TESS_RESERVE: OS-mode primary region size */
   size_t huge_threshold;      /* TESS_HUGE_THRESHOLD: own mapping from here */
-  size_t heap_cache;          /* TESS_HEAP_CACHE: empty-slab bytes kept per heap */
+  size_t heap_cache;          /* TESS_HEAP_CACHE: freed span bytes a heap keeps */
   uint32_t partitions;        /* TESS_PARTITIONS: 0 = automatic */
   size_t heap_size;           /* TESS_HEAP_SIZE: run in one fixed region of this
                                  size (0: OS mode) */

@@ -997,8 +997,8 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
         "Ratios = peak ÷ peak live requested bytes; 'over "
         "time' = mean footprint ÷ mean live bytes over the samples (less the "
         "first two and the last), which counts what each live byte costs "
-        "while the run goes on (an allocator whose footprint never falls, "
-        "like dlmalloc's, is judged on its high-water mark by the peaks).",
+        "while the run goes on (an allocator that keeps free memory below "
+        "its high-water mark, like dlmalloc below its top, counts it there).",
         "",
         "| allocator | host | ECALLs/s | worker ECALLs/s | allocation calls/s | "
         "peak live MiB | "
