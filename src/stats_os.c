@@ -49,7 +49,13 @@ static bool sampler_started;
  * one (tessi_stats_series_tick), or its series would stop at fork(). */
 void tessi_stats_output_fork_child(void) {
   pthread_mutex_init(&output_lock, NULL);
-  if (sampler_started) {
+  /* 0 in OS mode with the series on: the parent started its sampler, or
+   * a thread of it was starting one when fork() came (between its CAS
+   * and sampler_started = true), or could not start one. In each case
+   * the child has none. */
+  if (sampler_started ||
+      (tessi_options.stats_interval_ms != 0 && !tessi_primary->is_fixed &&
+       atomic_load_explicit(&tessi_stats_series_on, memory_order_relaxed) == 0)) {
     sampler_started = false;
     atomic_store_explicit(&tessi_stats_series_on, SERIES_UNSTARTED, memory_order_relaxed);
   }
