@@ -202,23 +202,24 @@ pub unsafe extern "C" fn tdl_usable_size(p: *mut c_void) -> usize {
     (head & !FLAG_BITS) - overhead
 }
 
-/// Bytes of the region below the bump pointer (dlmalloc's footprint: its
-/// top is trimmed back, as over OE's sbrk).
-#[no_mangle]
-pub extern "C" fn tdl_footprint() -> usize {
+/// Bytes of the region below `mark` (0 before `tdl_init`).
+fn above_base(mark: &AtomicUsize) -> usize {
     let base = BASE.load(Ordering::Relaxed);
     if base == 0 {
         return 0;
     }
-    CURSOR.load(Ordering::Relaxed) - base
+    mark.load(Ordering::Relaxed) - base
+}
+
+/// Bytes of the region below the bump pointer (dlmalloc's footprint: its
+/// top is trimmed back, as over OE's sbrk).
+#[no_mangle]
+pub extern "C" fn tdl_footprint() -> usize {
+    above_base(&CURSOR)
 }
 
 /// The most `tdl_footprint` has been since `tdl_init`.
 #[no_mangle]
 pub extern "C" fn tdl_footprint_peak() -> usize {
-    let base = BASE.load(Ordering::Relaxed);
-    if base == 0 {
-        return 0;
-    }
-    PEAK.load(Ordering::Relaxed) - base
+    above_base(&PEAK)
 }
