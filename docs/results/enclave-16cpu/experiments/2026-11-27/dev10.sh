@@ -9,7 +9,8 @@
 #                  summary's divides by the run's set duration) and the
 #                  peaks; then A at 8, 12 and
 #                  16 threads (7 rounds) and every call at once (5 rounds).
-#   dev10.sh full  (about 6.5 minutes) run_enclave.py at HEAD, A (--repeat
+#   dev10.sh full  (about 7 minutes: B has a statistics run per host since
+#                  the twenty-third session) run_enclave.py at HEAD, A (--repeat
 #                  5) and B (--duration 20), for enclave-16cpu/a and b.
 # Everything lands in $OUT/results.tgz, rewritten after each stage.
 set -u
