@@ -180,9 +180,8 @@ static inline void tessi_partitions_lock(tess_region_t *r) {
 static inline void tessi_partitions_unlock(tess_region_t *r) {
   for (unsigned i = r->partition_count; i-- > 0;) tessi_unlock(&r->partitions[i].lock);
 }
-/* fork (after every partition lock is held): no deferred free is under
- * way, and none starts until tessi_span_fork_done (span.c) */
-void tessi_span_fork_lock(tess_region_t *r);
+/* fork: every partition lock held, with no decommit round or deferred
+ * free under way, and none starts until tessi_span_fork_done (span.c) */
 void tessi_span_fork_prepare(void);
 void tessi_span_fork_done(bool in_child);
 /* fork: hold every region, partition and metadata lock across fork() */

@@ -465,10 +465,7 @@ void tessi_regions_lock_all(void) {
   tessi_lock(&meta.lock);
   tessi_lock(&region_lock);
   tessi_lock(&open_lock);
-  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
-    tessi_span_fork_lock(r);
-  }
-  tessi_span_fork_prepare();
+  tessi_span_fork_prepare(); /* every partition */
 }
 
 void tessi_regions_unlock_all(bool in_child) {

@@ -417,24 +417,24 @@ static bool deferral_begin(tess_partition_t *p) {
   return false;
 }
 
-/* fork(): r's partition locks, taken in order, each once no purge of it
- * is between its unlock and its relock (its spans parked BUSY would stay
- * so in the child, lost, and fail tess_heap_check there); no purge starts
- * from now until tessi_span_fork_done. */
-void tessi_span_fork_lock(tess_region_t *r) {
+/* fork(): every partition of every region locked, in order, each once no
+ * purge of it is between its unlock and its relock (its spans parked BUSY
+ * would stay so in the child, lost, and fail tess_heap_check there); no
+ * purge starts from then until tessi_span_fork_done. Then no deferral is
+ * left under way (`forking`, above). */
+void tessi_span_fork_prepare(void) {
   atomic_store(&purge_held, 1);
-  for (unsigned i = 0; i < r->partition_count; i++) {
-    tess_partition_t *p = &r->partitions[i];
-    tessi_lock(&p->lock);
-    while (p->purging != 0) {
-      tessi_unlock(&p->lock);
-      tessi_plat_yield();
+  for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
+    for (unsigned i = 0; i < r->partition_count; i++) {
+      tess_partition_t *p = &r->partitions[i];
       tessi_lock(&p->lock);
+      while (p->purging != 0) {
+        tessi_unlock(&p->lock);
+        tessi_plat_yield();
+        tessi_lock(&p->lock);
+      }
     }
   }
-}
-
-void tessi_span_fork_prepare(void) {
   atomic_store(&forking, 1);
   for (tess_region_t *r = tessi_region_first(); r != NULL; r = tessi_region_next(r)) {
     for (unsigned i = 0; i < r->partition_count; i++) {
@@ -794,7 +794,7 @@ bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_
  * parked as BUSY meanwhile so nobody allocates or merges them. */
 static void purge_locked(tess_partition_t *p, uint32_t now) {
   /* none starts while fork() takes the locks: its spans would be BUSY in
-   * the child for good (tessi_span_fork_lock); still due, retried later */
+   * the child for good (tessi_span_fork_prepare); still due, retried later */
   if (atomic_load_explicit(&purge_held, memory_order_relaxed)) {
     schedule_purge(p, p->next_purge_ms != 0 ? p->next_purge_ms : now);
     return;
