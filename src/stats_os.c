@@ -39,24 +39,19 @@ static uint64_t now_ms(void) {
 
 static uint64_t start_ms;
 
-/* OS mode: whether this process started the sampler thread */
-static bool sampler_started;
 /* tessi_stats_series_on until the first slow path starts the series
  * (internal.h) */
 #define SERIES_UNSTARTED 2
 
 /* The child has no sampler thread: its first allocation slow path starts
- * one (tessi_stats_series_tick), or its series would stop at fork(). */
+ * one (tessi_stats_series_tick), or its series would stop at fork(). The
+ * flag is 0 in OS mode with the series on once a thread of the parent
+ * took it to start the sampler (started, starting as fork() came, or
+ * failed): in each case the child has none. */
 void tessi_stats_output_fork_child(void) {
   pthread_mutex_init(&output_lock, NULL);
-  /* 0 in OS mode with the series on: the parent started its sampler, or
-   * a thread of it was starting one when fork() came (between its CAS
-   * and sampler_started = true), or could not start one. In each case
-   * the child has none. */
-  if (sampler_started ||
-      (tessi_options.stats_interval_ms != 0 && !tessi_primary->is_fixed &&
-       atomic_load_explicit(&tessi_stats_series_on, memory_order_relaxed) == 0)) {
-    sampler_started = false;
+  if (tessi_options.stats_interval_ms != 0 && !tessi_primary->is_fixed &&
+      atomic_load_explicit(&tessi_stats_series_on, memory_order_relaxed) == 0) {
     atomic_store_explicit(&tessi_stats_series_on, SERIES_UNSTARTED, memory_order_relaxed);
   }
 }
@@ -213,9 +208,9 @@ static void start_sampler(void) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  bool started = pthread_create(&thread, &attr, sampler, NULL) == 0;
-  sampler_started = started;
-  if (!started) tessi_warn("TESS_STATS_INTERVAL_MS", "ignored: the sampler thread could not start");
+  if (pthread_create(&thread, &attr, sampler, NULL) != 0) {
+    tessi_warn("TESS_STATS_INTERVAL_MS", "ignored: the sampler thread could not start");
+  }
   pthread_attr_destroy(&attr);
 }
 
@@ -254,26 +249,15 @@ void tessi_stats_series_tick(void) {
 }
 
 /* Runs when the library is loaded (or the program starts, when linked
- * statically), after libc is up: safe to start a thread. Init stays lazy
- * unless it happened already or TESS_HEAP_SIZE fixes the mode: made here,
- * it would be OS mode, and a program linked with libtessalloc.a could no
- * longer call tess_init_region (EBUSY; pthread_create alone allocates).
- * Then the first allocation slow path, which knows the mode, starts the
- * sampler (OS mode) or the slow path's series (fixed). */
+ * statically). Init stays lazy: made here, it would be OS mode, and a
+ * program linked with libtessalloc.a could no longer call
+ * tess_init_region (EBUSY; pthread_create alone allocates). The first
+ * allocation slow path, which knows the mode, starts the sampler (OS
+ * mode) or the slow path's series (fixed). */
 __attribute__((constructor)) static void series_start(void) {
   start_ms = now_ms();
-  if (tessi_plat_getenv("TESS_STATS_INTERVAL_MS") == NULL) return; /* init stays lazy */
-  if (!atomic_load_explicit(&tessi_ready, memory_order_acquire) &&
-      tessi_plat_getenv("TESS_HEAP_SIZE") == NULL) {
-    atomic_store_explicit(&tessi_stats_series_on, SERIES_UNSTARTED, memory_order_relaxed);
-    return;
-  }
-  if (!tessi_ensure_init() || tessi_options.stats_interval_ms == 0) return;
-  if (tessi_primary->is_fixed) {
-    atomic_store_explicit(&tessi_stats_series_on, 1, memory_order_relaxed);
-    return;
-  }
-  start_sampler();
+  if (tessi_plat_getenv("TESS_STATS_INTERVAL_MS") == NULL) return;
+  atomic_store_explicit(&tessi_stats_series_on, SERIES_UNSTARTED, memory_order_relaxed);
 }
 
 /* ------------------------------------------------- glibc's interfaces */
