@@ -1050,14 +1050,17 @@ static int64_t g_fine_live;
 static size_t g_fine_footprint = SIZE_MAX;
 static size_t g_fine_reads;
 
+static void fine_peaks_raise(int64_t live, size_t footprint) {
+  if (live > g_fine_live) g_fine_live = live;
+  if (footprint != SIZE_MAX && (g_fine_footprint == SIZE_MAX || footprint > g_fine_footprint))
+    g_fine_footprint = footprint;
+}
+
 static void fine_read(void) {
   int64_t live = (int64_t)atomic_load_explicit(&g_pool_bytes, memory_order_relaxed);
   for (size_t i = 0; i < g_nslots; i++)
     live += atomic_load_explicit(&g_slots[i].live, memory_order_relaxed);
-  size_t f = footprint_now();
-  if (live > g_fine_live) g_fine_live = live;
-  if (f != SIZE_MAX && (g_fine_footprint == SIZE_MAX || f > g_fine_footprint))
-    g_fine_footprint = f;
+  fine_peaks_raise(live, footprint_now());
   g_fine_reads++;
 }
 
@@ -1346,13 +1349,10 @@ int main(int argc, char **argv) {
   if (O.workload == 'b')
     printf(" worker_ecalls=%" PRIu64 " worker_mallocs=%" PRIu64 " peak_live_bytes=%" PRId64
            " peak_footprint_bytes=%lld peak_touched_bytes=%zu samples=%zu",
-           worker_ecalls, worker_mallocs, g_peak.live, ll_or_unknown(g_peak.footprint), g_peak.touched, g_nsamples);
+           worker_ecalls, worker_mallocs, g_peak.live, ll_or_unknown(g_peak.footprint),
+           g_peak.touched, g_nsamples);
   if (O.workload == 'b') {
-    /* the samples' peaks are fine reads too */
-    if (g_peak.live > g_fine_live) g_fine_live = g_peak.live;
-    if (g_peak.footprint != SIZE_MAX &&
-        (g_fine_footprint == SIZE_MAX || g_peak.footprint > g_fine_footprint))
-      g_fine_footprint = g_peak.footprint;
+    fine_peaks_raise(g_peak.live, g_peak.footprint); /* the samples are fine reads too */
     printf(" fine_peak_live_bytes=%" PRId64 " fine_peak_footprint_bytes=%lld fine_reads=%zu",
            g_fine_live, ll_or_unknown(g_fine_footprint), g_fine_reads);
   }

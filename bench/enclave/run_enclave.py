@@ -1150,12 +1150,13 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
                       f"not a target; each allocator's own measure) | "
                       f"{', '.join(over_time)} | n/a |")
         vs_dl, vs_sn = speed(host, "dlmalloc"), speed(host, "snmalloc")
+        calls = "allocation calls/s, all threads and workers alone,"
         if vs_dl is not None:
-            md.append(f"| {host} | allocation calls/s, all threads and workers alone, >= {B_ECALLS_VS_DLMALLOC} x "
+            md.append(f"| {host} | {calls} >= {B_ECALLS_VS_DLMALLOC} x "
                       f"dlmalloc's | {vs_dl[1]} | "
                       f"{verdict(vs_dl[0] >= B_ECALLS_VS_DLMALLOC)} |")
         if vs_sn is not None:
-            md.append(f"| {host} | allocation calls/s, all threads and workers alone, >= snmalloc's | "
+            md.append(f"| {host} | {calls} >= snmalloc's | "
                       f"{vs_sn[1]} | {verdict(vs_sn[0] >= 1)} |")
         os_after = max(r.os_calls_after_init + r.os_calls_after_init_outside
                        for r in mine)
