@@ -190,10 +190,15 @@ static size_t vm_size(void) {
  * first reservation halves until the OS agrees, down to a region of 16
  * MiB: with 40 MiB of address space left, blocks still come. It stopped
  * at 64 MiB, and no allocation could be made at all. */
-static void address_limit(void) {
-  size_t limit = vm_size() + 40 * MiB;
+/* Address space from now on: `more` bytes beyond what is mapped. */
+static void limit_address_space(size_t more) {
+  size_t limit = vm_size() + more;
   struct rlimit lim = {limit, limit};
   REQUIRE(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");
+}
+
+static void address_limit(void) {
+  limit_address_space(40 * MiB);
   enum { LARGE = 8, SMALL = 2000 };
   void *large[LARGE], *small[SMALL];
   for (int i = 0; i < LARGE; i++) {
@@ -214,9 +219,7 @@ static void address_limit(void) {
 }
 
 static void heap_unreserved(void) {
-  size_t limit = vm_size() + 40 * MiB;
-  struct rlimit lim = {limit, limit};
-  REQUIRE(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");
+  limit_address_space(40 * MiB);
   for (int i = 0; i < 3; i++) {
     errno = 0;
     void *p = tess_malloc(100);
