@@ -610,13 +610,18 @@ static void orphan_collect_locked(orphan_list_t *list, tess_page_t *d, tess_page
 }
 
 /* Returns a chain of emptied orphans to their partitions (no lock held). */
-static void orphans_release(tess_page_t *chain) {
+static TESS_NOINLINE void orphans_release_chain(tess_page_t *chain) {
   while (chain != NULL) {
     tess_page_t *next = chain->next;
     TESS_STAT_MINE(slabs_done[chain->size_class], 1);
     slab_release(chain);
     chain = next;
   }
+}
+
+/* The look inline: a free into an orphan seldom empties it. */
+static inline void orphans_release(tess_page_t *chain) {
+  if (chain != NULL) orphans_release_chain(chain);
 }
 
 /* Late frees. A free leaves its block on an orphan's remote stack when
@@ -906,7 +911,7 @@ static void *borrow_block(tess_heap_t *h, unsigned cls) {
     if (d == &tessi_page_empty || h->borrow[c] != 0 || h->slabs_owned[c] > BORROW_LENDER_SLABS) {
       continue;
     }
-    if (!tessi_slab_refill(tessi_region_of_page(d), d)) continue;
+    if (!tessi_slab_refill(d)) continue;
     /* (ends a borrowing from another lender too; one that goes on with the
      * same lender keeps counting where it began: stats.c moves the count
      * of an ongoing borrowing) */
@@ -947,7 +952,7 @@ void *tessi_heap_malloc_class(tess_heap_t *h, unsigned cls, bool may_borrow) {
   tess_page_t *d;
 again:
   while ((d = h->bins[cls].first) != NULL) {
-    if (tessi_slab_refill(tessi_region_of_page(d), d)) return pop_block(h, d);
+    if (tessi_slab_refill(d)) return pop_block(h, d);
     /* full: out of the bin, unless remote frees arrived meanwhile */
     if (tessi_slab_try_detach(d)) {
       bin_remove(h, d);
@@ -974,7 +979,7 @@ again:
     return NULL;
   }
   bin_push_front(h, d);
-  tessi_slab_refill(tessi_region_of_page(d), d);
+  tessi_slab_refill(d);
   return pop_block(h, d);
 }
 

@@ -352,8 +352,8 @@ static inline void tessi_slab_collect_remote(tess_page_t *d) {
 }
 /* Makes d->free non-empty if the slab has any block left: collects local
  * and remote frees, carves fresh blocks. Returns whether d->free != NULL. */
-bool tessi_slab_refill_slow(tess_region_t *r, tess_page_t *d);
-static inline bool tessi_slab_refill(tess_region_t *r, tess_page_t *d) {
+bool tessi_slab_refill_slow(tess_page_t *d);
+static inline bool tessi_slab_refill(tess_page_t *d) {
   if (d->free != NULL) return true;
   /* a slab with nothing freed and every block carved is full, and the
    * slab slow path asks that first of each slab that ran dry */
@@ -361,7 +361,7 @@ static inline bool tessi_slab_refill(tess_region_t *r, tess_page_t *d) {
       d->capacity == tessi_classes[d->size_class].slab_blocks) {
     return false;
   }
-  return tessi_slab_refill_slow(r, d);
+  return tessi_slab_refill_slow(d);
 }
 /* Detaches a full slab: later remote frees notify the owner. False when a
  * remote free arrived meanwhile (then refill again). */

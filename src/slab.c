@@ -34,12 +34,12 @@ void tessi_slab_format(tess_page_t *d, unsigned cls, tess_heap_t *owner) {
   }
 }
 
-static void slab_extend(tess_region_t *r, tess_page_t *d) {
+static void slab_extend(tess_page_t *d) {
   const tess_class_info_t *info = &tessi_classes[d->size_class];
   uint32_t count = TESS_MIN(info->extend_blocks, info->slab_blocks - d->capacity);
   if (count == 0) return;
   size_t size = info->block_size;
-  char *first = (char *)tessi_page_addr(r, d) + (size_t)d->capacity * size;
+  char *first = (char *)tessi_page_addr(tessi_region_of_page(d), d) + (size_t)d->capacity * size;
   char *block = first;
   for (uint32_t i = 1; i < count; i++, block += size) {
     ((tess_block_t *)block)->next = (tess_block_t *)(block + size);
@@ -73,13 +73,13 @@ void tessi_slab_collect_remote_slow(tess_page_t *d) {
   }
 }
 
-bool tessi_slab_refill_slow(tess_region_t *r, tess_page_t *d) {
+bool tessi_slab_refill_slow(tess_page_t *d) {
   if (d->free != NULL) return true;
   /* local frees move over only once free is empty: no walk */
   d->free = d->local_free;
   d->local_free = NULL;
   tessi_slab_collect_remote(d);
   /* reuse what was freed before touching fresh memory */
-  if (d->free == NULL) slab_extend(r, d);
+  if (d->free == NULL) slab_extend(d);
   return d->free != NULL;
 }
