@@ -183,6 +183,17 @@ static void walk_region(walk_t *w, tess_region_t *r) {
       fail(w, "page map: span length runs past its partition", addr, false);
       return;
     }
+    if (!is_free) {
+      /* pages in use lie below the high water of each partition they
+       * cross (span.c) */
+      unsigned last_at = at;
+      while (i + pages > r->partitions[last_at].end_page) last_at++;
+      if (r->partitions[last_at].high_water < i + pages ||
+          (last_at != at && p->high_water < p->end_page)) {
+        fail(w, "partition: a span in use above its high water", addr, false);
+        return;
+      }
+    }
     if (d->kind == TESS_PAGE_FREE) {
       free_pages[at] += pages;
       if (pages > 1 &&

@@ -253,9 +253,10 @@ void tessi_span_init_partition(tess_partition_t *p, bool is_zero);
 /* Pages from one partition, aligned to align_pages (power of two), the
  * head stamped with `kind` and the length; *is_zero says whether all of it
  * reads as zero. NULL when the partition is full, or (unless `wait`) its
- * lock is busy. */
+ * lock is busy, or (unless `fresh`) only pages above its high water would
+ * serve. */
 tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
-                              bool *is_zero, bool wait);
+                              bool *is_zero, bool wait, bool fresh);
 /* Frees pages of one partition (tessi_pages_free: of any span). In a
  * fixed region a busy lock is not waited for: the span is parked BUSY on
  * the partition's deferred stack, which whoever takes the lock next

@@ -248,10 +248,13 @@ static uint32_t region_open_next(tess_region_t *r, uint32_t open) {
 /* Pages from a fixed region, from its first partitions: a heap starts at
  * its own among the open ones, passes over busy ones (the fixed platform
  * can only spin) and then waits for them in turn; when none has room, the
- * next partition is opened. So the pages ever used (what an enclave's EPC
- * or a board's RAM must hold, the RSS of an emulated heap) grow with what
- * is in use, rather than every partition growing its own high-water mark,
- * while heaps still spread over several locks. */
+ * next partition is opened. First, though, it looks for a free span below
+ * a partition's high water (pages touched before) in every open one that
+ * is not busy, and only then takes pages never touched. So the pages ever
+ * used (what an enclave's EPC or a board's RAM must hold, the RSS of an
+ * emulated heap) grow with what is in use, rather than every partition
+ * growing its own high-water mark, while heaps still spread over several
+ * locks. */
 static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t pages,
                                    size_t align_pages, uint8_t kind, bool *is_zero,
                                    tess_partition_t **from) {
@@ -261,10 +264,13 @@ static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t page
   const tess_partition_t *last = &r->partitions[r->partition_count - 1];
   if (pages + align_pages - 1 > last->end_page - last->first_page) return NULL;
   for (;;) {
-    for (unsigned round = 0; round < 2; round++) {
+    /* round 0: below the high water, busy ones passed over; then
+     * anywhere, the busy ones waited for in the last round */
+    for (unsigned round = 0; round < 3; round++) {
       for (unsigned k = 0; k < open; k++) {
         tess_partition_t *p = &r->partitions[(start + k) % open];
-        tess_page_t *d = tessi_span_alloc(p, pages, align_pages, kind, is_zero, round == 1);
+        tess_page_t *d =
+            tessi_span_alloc(p, pages, align_pages, kind, is_zero, round == 2, round > 0);
         if (d != NULL) {
           *from = p;
           return d;
@@ -319,7 +325,7 @@ static tess_page_t *alloc_in_region(tess_region_t *r, unsigned start, size_t pag
   if (r->is_fixed) return alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from);
   for (unsigned k = 0; k < r->partition_count; k++) {
     tess_partition_t *p = &r->partitions[(start + k) % r->partition_count];
-    tess_page_t *d = tessi_span_alloc(p, pages, align_pages, kind, is_zero, true);
+    tess_page_t *d = tessi_span_alloc(p, pages, align_pages, kind, is_zero, true, true);
     if (d != NULL) {
       *from = p;
       return d;

@@ -504,23 +504,43 @@ void tessi_span_init_partition(tess_partition_t *p, bool is_zero) {
   write_free_span(first_page(p), pages, is_zero ? TESS_SPAN_ZERO : 0, 0);
   bin_push(p, first_page(p));
   p->free_pages = pages;
+  p->high_water = p->first_page;
   atomic_fetch_add_explicit(&near_pages, 2 * FOOTPRINT_SLACK, memory_order_relaxed);
 }
 
-static tess_page_t *find_span(tess_partition_t *p, size_t pages) {
+/* A free span of p that holds `pages` and ends by page index `limit`:
+ * one of the first few of pages' own bin (they may be shorter), else the
+ * first of the next non-empty bin (all long enough). Every page above the
+ * high water is free, so one span at most holds pages on both sides of a
+ * limit at the high water. */
+static tess_page_t *find_span(tess_partition_t *p, size_t pages, size_t limit) {
+  const tess_page_t *base = p->region->pages;
   unsigned b = bin_of(pages);
-  /* spans in b may be shorter than asked; look at a few for a fit */
   unsigned looked = 0;
   for (tess_page_t *d = p->bins[b]; d != NULL && looked < 16; d = d->next, looked++) {
-    if (d->u.span.pages >= pages) return d;
+    if (d->u.span.pages >= pages && (size_t)(d - base) + pages <= limit) return d;
   }
-  /* any span of a higher bin fits */
   for (unsigned w = (b + 1) >> 6; w < TESS_SPAN_BINS / 64; w++) {
     uint64_t mask = p->nonempty[w];
     if (w == (b + 1) >> 6) mask &= ~(uint64_t)0 << ((b + 1) & 63);
-    if (mask != 0) return p->bins[w * 64 + (unsigned)__builtin_ctzll(mask)];
+    for (; mask != 0; mask &= mask - 1) {
+      tess_page_t *d = p->bins[w * 64 + (unsigned)__builtin_ctzll(mask)];
+      if ((size_t)(d - base) + pages <= limit) return d;
+      if (d->next != NULL) return d->next; /* d was the one */
+    }
   }
   return NULL;
+}
+
+/* Pages handed out up to page index `end` of p (p's lock held): the high
+ * water rises. Pages above it were never touched: in a fixed region a
+ * request takes them only when no open partition has a free span below
+ * its high water that fits (region.c), since an enclave that adds pages
+ * as they are first used, or the RSS of an emulated heap, pays for every
+ * page ever touched, and the free spans below the high water cost
+ * nothing more. */
+static inline void high_water_raise(tess_partition_t *p, size_t end) {
+  if (end > p->high_water) p->high_water = (uint32_t)end;
 }
 
 /* Pages from d to the next multiple of align bytes. */
@@ -530,7 +550,7 @@ static size_t align_lead(const tess_region_t *r, const tess_page_t *d, size_t al
 }
 
 tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
-                              bool *is_zero, bool wait) {
+                              bool *is_zero, bool wait, bool fresh) {
   size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
   if (need > p->end_page - p->first_page) return NULL;
   /* no span of need's bin or above, and none deferred: full for this
@@ -544,17 +564,17 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
   } else if (!partition_trylock(p)) {
     return NULL;
   }
-  tess_page_t *head = find_span(p, need);
+  tess_page_t *head = find_span(p, need, fresh ? SIZE_MAX : p->high_water);
   if (head == NULL) {
     tessi_unlock(&p->lock);
     return NULL;
   }
+  size_t lead = align_pages > 1 ? align_lead(p->region, head, align_pages << TESS_PAGE_SHIFT) : 0;
+  high_water_raise(p, (size_t)(head - p->region->pages) + lead + pages);
   bin_remove(p, head);
   size_t total = head->u.span.pages;
   uint16_t flags = head->flags;
   uint32_t freed_at = head->u.span.freed_at_ms;
-
-  size_t lead = align_pages > 1 ? align_lead(p->region, head, align_pages << TESS_PAGE_SHIFT) : 0;
   size_t trail = total - lead - pages;
   if (total > 1) clear_desc(head + total - 1);
   clear_desc(head);
@@ -654,6 +674,13 @@ static uint16_t run_take_locked(tess_region_t *r, tess_page_t *run, size_t run_p
     if (span > 1) clear_desc(d + span - 1);
     clear_desc(d);
     d += span;
+  }
+  /* the partitions the pages taken lie in: their high water */
+  for (tess_page_t *d = run + lead, *end = d + pages; d < end;) {
+    tess_partition_t *p = tessi_partition_of(r, d);
+    tess_page_t *stop = end < end_page(p) ? end : end_page(p);
+    high_water_raise(p, (size_t)(stop - r->pages));
+    d = stop;
   }
   size_t trail = run_pages - lead - pages;
   if (lead > 0) give_back_locked(r, run, lead, flags);
@@ -782,6 +809,7 @@ bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_
       bin_push(p, right + extra);
     }
     p->free_pages -= extra;
+    high_water_raise(p, (size_t)(right + extra - p->region->pages));
   }
   footprint_change_t change = ok ? partition_count(p) : (footprint_change_t){0, false};
   tessi_unlock(&p->lock);

@@ -166,6 +166,9 @@ typedef struct tess_partition_s {
   _Alignas(64) tess_lock_t lock;
   uint32_t next_purge_ms;
   uint32_t purging; /* purges between their unlock and relock (span.c), under the lock */
+  /* fixed regions: one past the highest page ever handed out, under the
+   * lock; the pages above it were never touched (span.c) */
+  uint32_t high_water;
   size_t free_pages;
   /* the footprint's share (span.c), written under the lock and read
    * without it: pages handed out (free_pages' other side), and pages
