@@ -21,7 +21,11 @@ static inline size_t slot_of(uintptr_t ptr, size_t capacity) {
 }
 
 static tess_huge_t *find_locked(uintptr_t ptr) {
-  if (huge.capacity == 0) return NULL;
+  /* 0 and 1 are the slots' marks, never a block: (void *)1 matched a
+   * deleted slot, and free took it for a huge block (freed it "again",
+   * live count and statistics off by one), usable_size answered the
+   * deleted block's size and realloc copied from address 1 */
+  if (huge.capacity == 0 || ptr <= SLOT_DELETED) return NULL;
   for (size_t i = slot_of(ptr, huge.capacity);; i = (i + 1) & (huge.capacity - 1)) {
     tess_huge_t *s = &huge.slots[i];
     if (s->ptr == ptr) return s;
