@@ -433,8 +433,10 @@ int tess_posix_memalign(void **out, size_t alignment, size_t size) {
 }
 
 void *tess_memalign(size_t alignment, size_t size) {
-  /* glibc rounds a non-power-of-two alignment up */
-  if (alignment > ((size_t)1 << (sizeof(size_t) * 8 - 2))) {
+  /* glibc rounds a non-power-of-two alignment up; above SIZE_MAX / 2 + 1
+   * (2^63) none is left to round to: EINVAL, as glibc. Up to it the
+   * rounded alignment exists and fails as any other: ENOMEM. */
+  if (alignment > SIZE_MAX / 2 + 1) {
     errno = EINVAL;
     return NULL;
   }
@@ -456,11 +458,17 @@ void *tess_pvalloc(size_t size) {
 
 /* ------------------------------------------------------------ inspection */
 
+/* The usable size of p, which `op` was given: an invalid p is reported as
+ * that call's (requested.c reads a block's tag for free and realloc). */
+static size_t usable_checked(const void *p, const char *op) {
+  block_info_t info = classify(p);
+  if (info.kind == BLOCK_INVALID) tessi_report_invalid(op, p, info.why);
+  return info.usable;
+}
+
 size_t tess_usable_size(const void *p) {
   if (p == NULL) return 0;
-  block_info_t info = classify(p);
-  if (info.kind == BLOCK_INVALID) tessi_report_invalid("usable_size", p, info.why);
-  return info.usable;
+  return usable_checked(p, "usable_size");
 }
 
 const char *tess_version_string(void) { return TESS_VERSION_TEXT; }

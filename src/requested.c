@@ -18,9 +18,11 @@ static void *tag_block(void *p, size_t size) {
   return p;
 }
 
-static size_t tag_of(const void *p) {
+/* the tag of p, given to `op`: a bad p is reported as that call's, not
+ * as usable_size's */
+static size_t tag_of(const void *p, const char *op) {
   size_t size;
-  memcpy(&size, (const char *)p + core_usable_size(p) - REQUESTED_TAG, sizeof size);
+  memcpy(&size, (const char *)p + usable_checked(p, op) - REQUESTED_TAG, sizeof size);
   return size;
 }
 
@@ -40,7 +42,7 @@ void *tess_calloc(size_t count, size_t size) {
 
 void tess_free(void *p) {
   if (p == NULL) return;
-  TESS_STAT_MINE(requested_out, tag_of(p));
+  TESS_STAT_MINE(requested_out, tag_of(p, "free"));
   core_free(p);
 }
 
@@ -50,7 +52,7 @@ void *tess_realloc(void *p, size_t size) {
     tess_free(p);
     return NULL;
   }
-  size_t old = tag_of(p);
+  size_t old = tag_of(p, "realloc");
   void *q = core_realloc(p, with_tag(size));
   if (q == NULL) return NULL; /* p and its tag untouched */
   TESS_STAT_MINE(requested_out, old);

@@ -435,6 +435,18 @@ static void test_aligned(void) {
     check_block("memalign(non-power-of-two)", p, 1000, odd[i][1]);
     tess_free(p);
   }
+  /* glibc: EINVAL only above SIZE_MAX / 2 + 1 (no power of two to round
+   * up to); 2^63, and 2^62 + 1 rounded up to it, fail with ENOMEM. */
+  static const size_t top[] = {(size_t)1 << 63, ((size_t)1 << 62) + 1, ((size_t)1 << 62)};
+  for (size_t i = 0; i < ARRAY_LEN(top); i++) {
+    errno = 0;
+    void *q = tess_memalign(opaque(top[i]), 1);
+    CHECK(q == NULL && errno == ENOMEM, "memalign(%#zx, 1) = %p errno %d, want ENOMEM", top[i], q,
+          errno);
+  }
+  errno = 0;
+  void *q = tess_memalign(opaque(((size_t)1 << 63) + 1), 1);
+  CHECK(q == NULL && errno == EINVAL, "memalign(2^63 + 1, 1) = %p errno %d, want EINVAL", q, errno);
   /* glibc treats memalign(0, n) as malloc(n). */
   void *p = tess_memalign(opaque(0), 10);
   check_block("memalign(0)", p, 10, 16);
