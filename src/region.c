@@ -262,7 +262,7 @@ static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t page
   /* more than any partition holds (the last is the largest): only a run
    * across them (the caller) */
   const tess_partition_t *last = &r->partitions[r->partition_count - 1];
-  if (pages + align_pages - 1 > last->end_page - last->first_page) return NULL;
+  if (pages > last->end_page - last->first_page) return NULL;
   for (;;) {
     /* round 0: below the high water, busy ones passed over; then
      * anywhere, the busy ones waited for in the last round */

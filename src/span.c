@@ -529,6 +529,13 @@ static tess_page_t *find_span(tess_partition_t *p, size_t pages, size_t limit) {
       if (d->next != NULL) return d->next; /* d was the one */
     }
   }
+  /* nothing longer: in a fixed region, the rest of pages' bin, so that a
+   * span that fits is never missed (NULL was answered with one behind 16
+   * shorter ones of its bin; a review) */
+  if (!p->region->is_fixed) return NULL;
+  for (tess_page_t *d = p->bins[b]; d != NULL; d = d->next) {
+    if (d->u.span.pages >= pages && (size_t)(d - base) + pages <= limit) return d;
+  }
   return NULL;
 }
 
@@ -549,10 +556,29 @@ static size_t align_lead(const tess_region_t *r, const tess_page_t *d, size_t al
   return (((addr + align - 1) & ~(align - 1)) - addr) >> TESS_PAGE_SHIFT;
 }
 
+/* An aligned request that no span of pages + align_pages - 1 serves: the
+ * first span of p that holds `pages` after its lead to `align` bytes and
+ * ends by page index `limit`, or NULL (p's lock held; every span from
+ * pages' bin up is looked at, only when the quick search found nothing:
+ * with half of a region free in aligned holes of the very size asked,
+ * aligned_alloc answered NULL; a review). */
+static tess_page_t *find_aligned_span(tess_partition_t *p, size_t pages, size_t align,
+                                      size_t limit) {
+  const tess_page_t *base = p->region->pages;
+  for (unsigned b = bin_of(pages); b < TESS_SPAN_BINS; b++) {
+    if (!((p->nonempty[b >> 6] >> (b & 63)) & 1)) continue;
+    for (tess_page_t *d = p->bins[b]; d != NULL; d = d->next) {
+      size_t lead = align_lead(p->region, d, align);
+      if (d->u.span.pages >= lead + pages && (size_t)(d - base) + lead + pages <= limit) return d;
+    }
+  }
+  return NULL;
+}
+
 tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
                               bool *is_zero, bool wait, bool fresh) {
   size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
-  if (need > p->end_page - p->first_page) return NULL;
+  if (pages > p->end_page - p->first_page) return NULL;
   /* no span of need's bin or above, and none deferred: full for this
    * size (a peek; when waiting, the lock decides) */
   if (!wait && atomic_load_explicit(&p->bins_used, memory_order_relaxed) <= bin_of(need) &&
@@ -564,7 +590,12 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
   } else if (!partition_trylock(p)) {
     return NULL;
   }
-  tess_page_t *head = find_span(p, need, fresh ? SIZE_MAX : p->high_water);
+  size_t limit = fresh ? SIZE_MAX : p->high_water;
+  tess_page_t *head = find_span(p, need, limit);
+  /* a span shorter than the worst case may hold the aligned pages */
+  if (head == NULL && align_pages > 1) {
+    head = find_aligned_span(p, pages, align_pages << TESS_PAGE_SHIFT, limit);
+  }
   if (head == NULL) {
     tessi_unlock(&p->lock);
     return NULL;

@@ -53,6 +53,11 @@
  *                aligned_alloc, and the kept spans stay (a size within a
  *                page of SIZE_MAX rounds to 0 pages, and the span cache
  *                once answered it with a kept 1-page block)
+ *   bin-depth / aligned-holes / slab-holes
+ *                room that is free is found in a full 1 MiB region: a span
+ *                behind 16 shorter ones of its bin, aligned holes of the
+ *                very size asked, one-page holes for sizes whose slab is
+ *                2 or 3 pages (served as page spans, calloc zeroed)
  *   errors       tess_init_region's answers: EINVAL for a range too small
  *                or inverted, EBUSY once initialized
  *   late         frees that miss an orphan list's lock (the test holds it)
@@ -1498,6 +1503,90 @@ static void align_bound(void) {
   CHECK(footprint_now() <= footprint, "footprint %zu, %zu before", footprint_now(), footprint);
 }
 
+/* ------------------------------------------- free room that must be found */
+
+#define PG ((size_t)4096)
+
+/* An 11-page span freed first, then sixteen of 10 pages (the same bin),
+ * nothing longer free: malloc of 11 pages finds the 11-page span. The
+ * search looked at the first 16 spans of the bin only, and answered NULL
+ * (a review). */
+static void bin_depth(void) {
+  init_region(1 * MiB);
+  void *hole11 = tess_malloc(11 * PG);
+  void *holes[16];
+  REQUIRE(hole11 != NULL && tess_malloc(PG) != NULL, "the first span and its separator");
+  for (int i = 0; i < 16; i++) {
+    holes[i] = tess_malloc(10 * PG);
+    REQUIRE(holes[i] != NULL && tess_malloc(PG) != NULL, "span %d and its separator", i);
+  }
+  while (tess_malloc(PG) != NULL) {
+  }
+  while (tess_malloc(64) != NULL) {
+  }
+  tess_free(hole11);
+  for (int i = 0; i < 16; i++) tess_free(holes[i]);
+  errno = 0;
+  void *p = tess_malloc(11 * PG);
+  CHECK(p != NULL, "malloc of 11 pages with an 11-page span free: NULL (errno %d)", errno);
+}
+
+/* The region filled with blocks of 16 KiB aligned to 16 KiB, every other
+ * one freed: the holes are aligned and of the very size, and
+ * aligned_alloc(16 KiB, 16 KiB) fits one. Only spans of the worst case
+ * (7 pages) were looked for: NULL (a review). */
+static void aligned_holes(void) {
+  init_region(1 * MiB);
+  static void *blocks[256];
+  size_t n = 0;
+  while (n < 256 && (blocks[n] = tess_aligned_alloc(16 << 10, 16 << 10)) != NULL) n++;
+  while (tess_malloc(64) != NULL) {
+  }
+  REQUIRE(n >= 8, "%zu aligned blocks", n);
+  for (size_t i = 0; i + 2 < n; i += 2) tess_free(blocks[i]); /* no hole at the end */
+  errno = 0;
+  void *p = tess_aligned_alloc(16 << 10, 16 << 10);
+  CHECK(p != NULL, "aligned_alloc into %zu aligned holes of its size: NULL (errno %d)", n / 2 - 1,
+        errno);
+  CHECK(((uintptr_t)p & ((16 << 10) - 1)) == 0, "%p is not aligned", p);
+}
+
+/* Half the region free in one-page holes: sizes whose slab is 2 or 3
+ * pages (1536, 2560, 3072 B) are served as page spans, as 4000 B is. They
+ * answered NULL while malloc(4000) did not (a review). */
+static void slab_holes(void) {
+  init_region(1 * MiB);
+  static void *pages[512];
+  size_t n = 0;
+  while (n < 512 && (pages[n] = tess_malloc(PG)) != NULL) n++;
+  while (tess_malloc(16) != NULL) {
+  }
+  for (size_t i = 0; i < n; i += 2) tess_free(pages[i]);
+  tess_thread_cleanup(); /* the heap keeps nothing */
+  static const size_t sizes[] = {3000, 2500, 1500, 4000};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    errno = 0;
+    char *p = tess_malloc(sizes[k]);
+    CHECK(p != NULL, "malloc(%zu) with %zu one-page holes: NULL (errno %d)", sizes[k], (n + 1) / 2,
+          errno);
+    if (p != NULL) memset(p, 0x3C, sizes[k]);
+    CHECK(tess_usable_size(p) >= sizes[k], "usable size %zu of %zu", tess_usable_size(p),
+          sizes[k]);
+    tess_free(p);
+    tess_thread_cleanup();
+  }
+  errno = 0;
+  char *z = tess_calloc(1, 3000);
+  CHECK(z != NULL, "calloc(1, 3000) in one-page holes: NULL (errno %d)", errno);
+  for (size_t i = 0; z != NULL && i < 3000; i++) {
+    if (z[i] != 0) {
+      CHECK(false, "calloc byte %zu is %d", i, z[i]);
+      break;
+    }
+  }
+  tess_free(z);
+}
+
 /* A thread that needs a new heap gets one while the region has its pages
  * free in short holes: a metadata chunk was 4 pages or nothing, and 6 of
  * 8 new threads got NULL for 64 bytes in 1 MiB half free in holes of 2
@@ -2361,6 +2450,7 @@ static const scenario_t scenarios[] = {
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
     {"shrink-full", shrink_full}, {"align-region", align_region}, {"align-bound", align_bound},
     {"heap-in-holes", heap_in_holes}, {"live-heaps-small", live_heaps_small},
+    {"bin-depth", bin_depth},   {"aligned-holes", aligned_holes}, {"slab-holes", slab_holes},
     {"late", late},             {"peak", peak},     {"peak-full", peak_full},
     {"meta-across", meta_across}, {"grow-across", grow_across}, {"fork-across", fork_across},
     {"census", census},
