@@ -131,6 +131,18 @@ static inline void *counted_large_block(tess_heap_t *h, const tess_page_t *d) {
   return d->large_block;
 }
 
+/* Class cls found no slab (h reclaimed what idle heaps held first): a
+ * page span, when the class's slab is longer than one (its 2-3 pages were
+ * not free in one run, a span of the size's pages may be: with half of a
+ * fixed region free in one-page holes, malloc(3000) answered NULL where
+ * malloc(4000) did not). NULL when none. */
+static void *slab_fallback(tess_heap_t *h, unsigned cls, size_t size, size_t align, bool zero) {
+  size_t pages = (TESS_MAX(size, (size_t)1) + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
+  if (tessi_classes[cls].slab_pages <= pages || align > TESS_PAGE_SIZE) return NULL;
+  tess_page_t *d = tessi_large_alloc(h, size, align, zero, true);
+  return d != NULL ? counted_large_block(h, d) : NULL;
+}
+
 /* Any size, any alignment (power of two): slab, large or huge. */
 static TESS_NOINLINE void *alloc_any(size_t size, size_t align, bool zero) {
   tess_heap_t *own = tessi_tls_heap;
@@ -143,10 +155,16 @@ static TESS_NOINLINE void *alloc_any(size_t size, size_t align, bool zero) {
       tess_heap_t *h = heap_or_acquire();
       if (h == NULL) return fail_nomem();
       p = tessi_heap_malloc_class(h, (unsigned)cls, align <= TESS_MIN_ALIGN);
+      if (p != NULL) {
+        heap_done(h, own);
+        after_slow_alloc();
+        return zero ? memset(p, 0, size) : p;
+      }
+      p = slab_fallback(h, (unsigned)cls, size, align, zero); /* zeroed if asked */
       heap_done(h, own);
       if (p == NULL) return fail_nomem();
       after_slow_alloc();
-      return zero ? memset(p, 0, size) : p;
+      return p;
     }
   }
   if (is_huge(size + align)) { /* no overflow: both are <= PTRDIFF_MAX */
@@ -270,7 +288,9 @@ void *tess_malloc(size_t size) {
 static TESS_NOINLINE void *malloc_refill(tess_heap_t *h, tess_page_t *d, size_t size) {
   if (tessi_heap_refill_local(h, d)) return tess_malloc(size);
   if (h == &tessi_heap_empty) return alloc_any(size, 0, false);
-  void *p = tessi_heap_malloc_class(h, tessi_class_of(size), true);
+  unsigned cls = tessi_class_of(size);
+  void *p = tessi_heap_malloc_class(h, cls, true);
+  if (p == NULL) p = slab_fallback(h, cls, size, 0, false);
   if (p == NULL) return fail_nomem();
   after_slow_alloc();
   return p;
