@@ -884,13 +884,6 @@ void tessi_orphans_collect_noted(void) {
   }
 }
 
-static bool orphans_exist(unsigned cls) {
-  for (unsigned k = 0; k < ORPHAN_SHARDS; k++) {
-    if (atomic_load_explicit(&orphans[cls][k].with_room, memory_order_relaxed) != 0) return true;
-  }
-  return false;
-}
-
 /* ---------------------------------------------------------------- malloc */
 
 static inline void *pop_block(tess_heap_t *h, tess_page_t *d) {
@@ -972,7 +965,8 @@ again:
   d = slab_new(h, cls);
   if (d == NULL) {
     /* out of memory: take back what idle heaps hold, then try once more */
-    if (!reclaimed && tessi_heap_reclaim(h, cls)) {
+    if (!reclaimed) {
+      tessi_heap_reclaim(h);
       reclaimed = true;
       goto again;
     }
@@ -1136,8 +1130,7 @@ static tess_heap_t *pool_take(bool *trimming) {
   return h;
 }
 
-bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
-  size_t before = tessi_footprint(NULL);
+void tessi_heap_reclaim(tess_heap_t *self) {
   /* its own slabs first, as at the end of a call: other threads' frees
    * into its full slabs wait for its next slow path of their class, so a
    * thread whose blocks were all freed elsewhere found no room for any
@@ -1159,7 +1152,6 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
   }
   tessi_orphans_collect_noted();
   tessi_span_drain_all(); /* what the trims freed while a partition was busy */
-  bool has_orphan = cls < TESS_CLASSES && orphans_exist(cls);
   tessi_lock(&pool.lock);
   while (taken != NULL) {
     tess_heap_t *next = taken->next_idle;
@@ -1168,7 +1160,6 @@ bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls) {
   }
   pool.trimming--;
   tessi_unlock(&pool.lock);
-  return has_orphan || tessi_footprint(NULL) < before;
 }
 
 static tess_heap_t *heap_create(void) {

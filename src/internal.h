@@ -434,11 +434,12 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d);
 void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b);
 /* Free of block b of slab d by the thread holding heap h (owner or not). */
 void tessi_heap_free_block(tess_heap_t *h, tess_page_t *d, tess_block_t *b);
-/* The region is out of memory: trims every idle heap in the pool (collects
- * their frees, returns their empty slabs and caches) and moves their
- * partial slabs of class cls to self (cls = TESS_CLASSES: none). True if it
- * freed or moved anything. */
-bool tessi_heap_reclaim(tess_heap_t *self, unsigned cls);
+/* The region is out of memory: trims self and every idle heap in the
+ * pool (collects their frees, returns their empty slabs and caches; in
+ * fixed mode their partial slabs become orphans, which any heap takes).
+ * The caller then tries once more, whatever the footprint did: another
+ * thread's allocation meanwhile may hide what was freed. */
+void tessi_heap_reclaim(tess_heap_t *self);
 /* Locks and lets go of every orphan list with a late free noted, so that
  * the notes a holder left for the list's next holder are collected (the
  * reclaim, fork()'s child; heap.c, orphan_note_late). */

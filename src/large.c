@@ -18,7 +18,8 @@ tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool z
     tessi_purge_if_due();
     tess_partition_t *from;
     d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
-    if (d == NULL && tessi_heap_reclaim(h, TESS_CLASSES)) {
+    if (d == NULL) {
+      tessi_heap_reclaim(h);
       d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
     }
     if (d == NULL) return NULL;
