@@ -136,7 +136,8 @@ static inline void *counted_large_block(tess_heap_t *h, const tess_page_t *d) {
  * not free in one run, a span of the size's pages may be: with half of a
  * fixed region free in one-page holes, malloc(3000) answered NULL where
  * malloc(4000) did not). NULL when none. */
-static void *slab_fallback(tess_heap_t *h, unsigned cls, size_t size, size_t align, bool zero) {
+static TESS_NOINLINE void *slab_fallback(tess_heap_t *h, unsigned cls, size_t size, size_t align,
+                                         bool zero) {
   size_t pages = (TESS_MAX(size, (size_t)1) + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;
   if (tessi_classes[cls].slab_pages <= pages || align > TESS_PAGE_SIZE) return NULL;
   tess_page_t *d = tessi_large_alloc(h, size, align, zero, true);
@@ -270,6 +271,7 @@ static inline void *pop_current(tess_heap_t *h, size_t size, tess_page_t **dry) 
 }
 
 static TESS_NOINLINE void *malloc_refill(tess_heap_t *h, tess_page_t *d, size_t size);
+static TESS_NOINLINE void *refill_failed(size_t size);
 
 /* Sizes above the slab limit go straight to malloc_large (no second test
  * of the size there), a slab that ran dry to malloc_refill. */
@@ -288,9 +290,17 @@ void *tess_malloc(size_t size) {
 static TESS_NOINLINE void *malloc_refill(tess_heap_t *h, tess_page_t *d, size_t size) {
   if (tessi_heap_refill_local(h, d)) return tess_malloc(size);
   if (h == &tessi_heap_empty) return alloc_any(size, 0, false);
-  unsigned cls = tessi_class_of(size);
-  void *p = tessi_heap_malloc_class(h, cls, true);
-  if (p == NULL) p = slab_fallback(h, cls, size, 0, false);
+  void *p = tessi_heap_malloc_class(h, tessi_class_of(size), true);
+  if (p == NULL) return refill_failed(size);
+  after_slow_alloc();
+  return p;
+}
+
+/* No slab for the size: a page span (slab_fallback), else ENOMEM. Apart,
+ * so that malloc_refill keeps nothing across its call to the heap. */
+static TESS_NOINLINE void *refill_failed(size_t size) {
+  tess_heap_t *h = tessi_tls_heap;
+  void *p = slab_fallback(h, tessi_class_of(size), size, 0, false);
   if (p == NULL) return fail_nomem();
   after_slow_alloc();
   return p;
