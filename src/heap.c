@@ -378,8 +378,20 @@ void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
        * then the block keeps the slab alive (its state counts it). The
        * owner is read before the flag is taken: an owner that gives the
        * slab up (orphans it) clears the flag first, so if our exchange
-       * wins, the owner we read still had it. */
-      tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_relaxed);
+       * wins, the flag was set by a heap that owned the slab after our
+       * read of `old`. That need not be the owner we read: between the
+       * two loads the slab may have been orphaned (owner: a list's mark),
+       * then taken by another heap, filled and detached again, so that
+       * the exchange still finds NOTIFY. A heap read so is harmless (its
+       * delayed list hands the block to the slab's owner of the moment,
+       * tessi_heap_free_block); a mark is no heap: `old` is stale (an
+       * orphan never has the flag), so it is read again (acquire: after a
+       * mark, the orphaning's exchange of `remote` is seen). */
+      tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_acquire);
+      if (TESS_UNLIKELY(owner == NULL || tessi_is_orphan_owner(owner))) {
+        old = atomic_load_explicit(&d->remote, memory_order_relaxed);
+        continue;
+      }
       if (atomic_compare_exchange_weak_explicit(&d->remote, &old, 0, memory_order_acq_rel,
                                                 memory_order_relaxed)) {
         heap_delayed_push(owner, b);
