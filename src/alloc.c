@@ -132,10 +132,11 @@ static inline void *counted_large_block(tess_heap_t *h, const tess_page_t *d) {
 }
 
 /* Class cls found no slab (h reclaimed what idle heaps held first): a
- * page span, when the class's slab is longer than one (its 2-3 pages were
- * not free in one run, a span of the size's pages may be: with half of a
- * fixed region free in one-page holes, malloc(3000) answered NULL where
- * malloc(4000) did not). NULL when none. */
+ * page span, when the class's slab is longer than the size's own pages
+ * (in a fixed region the slabs of 2-3 pages, in OS mode every slab: its
+ * run was not free, a shorter one may be; with half of a fixed region
+ * free in one-page holes, malloc(3000) answered NULL where malloc(4000)
+ * did not). NULL when none. */
 static TESS_NOINLINE void *slab_fallback(tess_heap_t *h, unsigned cls, size_t size, size_t align,
                                          bool zero) {
   size_t pages = (TESS_MAX(size, (size_t)1) + TESS_PAGE_SIZE - 1) >> TESS_PAGE_SHIFT;

@@ -186,10 +186,11 @@ static void walk_region(walk_t *w, tess_region_t *r) {
     if (!is_free) {
       /* pages in use lie below the high water of each partition they
        * cross (span.c) */
-      unsigned last_at = at;
-      while (i + pages > r->partitions[last_at].end_page) last_at++;
-      if (r->partitions[last_at].high_water < i + pages ||
-          (last_at != at && p->high_water < p->end_page)) {
+      unsigned k = at;
+      for (; i + pages > r->partitions[k].end_page; k++) {
+        if (r->partitions[k].high_water < r->partitions[k].end_page) break;
+      }
+      if (r->partitions[k].high_water < TESS_MIN(i + pages, (size_t)r->partitions[k].end_page)) {
         fail(w, "partition: a span in use above its high water", addr, false);
         return;
       }
