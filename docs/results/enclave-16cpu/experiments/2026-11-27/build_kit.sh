@@ -6,7 +6,9 @@
 #   libtess_head   HEAD
 #   libtess_loose  HEAD with docs/results/enclave/experiments/2026-11-27/
 #                  loose_spans.patch (freed spans of up to 8 pages kept
-#                  loose by length, taken back without the lock)
+#                  loose by length, taken back without the lock;
+#                  refreshed in the twenty-fourth session, when it had
+#                  stopped applying to span.c)
 # Then: run dev10.sh kit, and dev10.sh full, carrying build-dev,
 # build/bench/enclave and build/enclave-peers.
 set -eu
