@@ -297,7 +297,9 @@ static inline void tessi_purge_if_due(void) {
 }
 
 /* Pages from home, else any partition of any region, else a new region (OS
- * mode). *from receives the partition. */
+ * mode); in a fixed region first a span below the high water of any open
+ * partition, starting at home (alloc_in_fixed in region.c). *from
+ * receives the partition. */
 tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t align_pages,
                                uint8_t kind, bool *is_zero, tess_partition_t **from);
 void tessi_pages_free(tess_page_t *head, size_t pages);

@@ -245,16 +245,16 @@ static uint32_t region_open_next(tess_region_t *r, uint32_t open) {
   return now;
 }
 
-/* Pages from a fixed region, from its first partitions: a heap starts at
- * its own among the open ones, passes over busy ones (the fixed platform
- * can only spin) and then waits for them in turn; when none has room, the
- * next partition is opened. First, though, it looks for a free span below
- * a partition's high water (pages touched before) in every open one that
- * is not busy, and only then takes pages never touched. So the pages ever
- * used (what an enclave's EPC or a board's RAM must hold, the RSS of an
- * emulated heap) grow with what is in use, rather than every partition
- * growing its own high-water mark, while heaps still spread over several
- * locks. */
+/* Pages from a fixed region (requests below big_pages, below), from its
+ * first partitions: a heap starts at its own among the open ones, passes
+ * over busy ones (the fixed platform can only spin) and then waits for
+ * them in turn; when none has room, the next partition is opened. First,
+ * though, it looks for a free span below a partition's high water (pages
+ * touched before) in every open one that is not busy, and only then takes
+ * pages never touched. So the pages ever used (what an enclave's EPC or a
+ * board's RAM must hold, the RSS of an emulated heap) grow with what is in
+ * use, rather than every partition growing its own high-water mark, while
+ * heaps still spread over several locks. */
 static tess_page_t *alloc_in_fixed(tess_region_t *r, unsigned start, size_t pages,
                                    size_t align_pages, uint8_t kind, bool *is_zero,
                                    tess_partition_t **from) {

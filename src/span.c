@@ -510,9 +510,11 @@ void tessi_span_init_partition(tess_partition_t *p, bool is_zero) {
 
 /* A free span of p that holds `pages` and ends by page index `limit`:
  * one of the first few of pages' own bin (they may be shorter), else the
- * first of the next non-empty bin (all long enough). Every page above the
- * high water is free, so one span at most holds pages on both sides of a
- * limit at the high water. */
+ * first of the next non-empty bin that does (all are long enough; its
+ * second when the first crosses the limit), else (fixed regions) any of
+ * pages' own bin that fits. Every page above the high water is free, so
+ * one span at most holds pages on both sides of a limit at the high
+ * water. */
 static tess_page_t *find_span(tess_partition_t *p, size_t pages, size_t limit) {
   const tess_page_t *base = p->region->pages;
   unsigned b = bin_of(pages);
@@ -580,7 +582,8 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
   size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
   if (pages > p->end_page - p->first_page) return NULL;
   /* no span of need's bin or above, and none deferred: full for this
-   * size (a peek; when waiting, the lock decides) */
+   * size (a peek; when waiting, the lock decides: an aligned request that
+   * only a shorter span could hold is left to the waiting round) */
   if (!wait && atomic_load_explicit(&p->bins_used, memory_order_relaxed) <= bin_of(need) &&
       atomic_load_explicit(&p->deferred, memory_order_relaxed) == 0) {
     return NULL;

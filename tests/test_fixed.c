@@ -16,9 +16,10 @@
  *                of free pages across partition boundaries, and again after
  *                the small blocks around them were freed
  *   low-end      16 threads, each with a heap of its own, hold 4 MiB in
- *                all: every block lies in the region's first half (the
- *                partitions a fixed region opens first), so the pages ever
- *                touched follow what is in use
+ *                all: every block lies in the region's first half (it
+ *                opens 4 of its 16 partitions at first, more only as
+ *                they fill), so the pages ever touched follow what is in
+ *                use
  *   fresh-last   a second heap, whose own partition is untouched, takes
  *                blocks that fit the holes another heap left: they go
  *                there, and no page is touched for them (its own
