@@ -22,8 +22,9 @@
  *                use
  *   fresh-last   a second heap, whose own partition is untouched, takes
  *                blocks that fit the holes another heap left: they go
- *                there, and no page is touched for them (its own
- *                partition's never-used pages are the last resort)
+ *                there, and fewer pages than one block holds are touched
+ *                for them (its own partition's never-used pages are the
+ *                last resort)
  *   sweep        a class the heap stopped using gives its empty current
  *                slab back; one with a live block keeps it
  *   shared-cache what a heap keeps of freed large spans: its share of the
