@@ -157,16 +157,12 @@ static TESS_NOINLINE void *alloc_any(size_t size, size_t align, bool zero) {
       tess_heap_t *h = heap_or_acquire();
       if (h == NULL) return fail_nomem();
       p = tessi_heap_malloc_class(h, (unsigned)cls, align <= TESS_MIN_ALIGN);
-      if (p != NULL) {
-        heap_done(h, own);
-        after_slow_alloc();
-        return zero ? memset(p, 0, size) : p;
-      }
-      p = slab_fallback(h, (unsigned)cls, size, align, zero); /* zeroed if asked */
+      bool from_slab = p != NULL;
+      if (!from_slab) p = slab_fallback(h, (unsigned)cls, size, align, zero); /* zeroed if asked */
       heap_done(h, own);
       if (p == NULL) return fail_nomem();
       after_slow_alloc();
-      return p;
+      return zero && from_slab ? memset(p, 0, size) : p;
     }
   }
   if (is_huge(size + align)) { /* no overflow: both are <= PTRDIFF_MAX */

@@ -519,8 +519,9 @@ static tess_page_t *find_span(tess_partition_t *p, size_t pages, size_t limit) {
   const tess_page_t *base = p->region->pages;
   unsigned b = bin_of(pages);
   unsigned looked = 0;
-  for (tess_page_t *d = p->bins[b]; d != NULL && looked < 16; d = d->next, looked++) {
-    if (d->u.span.pages >= pages && (size_t)(d - base) + pages <= limit) return d;
+  tess_page_t *rest = p->bins[b];
+  for (; rest != NULL && looked < 16; rest = rest->next, looked++) {
+    if (rest->u.span.pages >= pages && (size_t)(rest - base) + pages <= limit) return rest;
   }
   for (unsigned w = (b + 1) >> 6; w < TESS_SPAN_BINS / 64; w++) {
     uint64_t mask = p->nonempty[w];
@@ -535,8 +536,8 @@ static tess_page_t *find_span(tess_partition_t *p, size_t pages, size_t limit) {
    * span that fits is never missed (NULL was answered with one behind 16
    * shorter ones of its bin; a review) */
   if (!p->region->is_fixed) return NULL;
-  for (tess_page_t *d = p->bins[b]; d != NULL; d = d->next) {
-    if (d->u.span.pages >= pages && (size_t)(d - base) + pages <= limit) return d;
+  for (; rest != NULL; rest = rest->next) {
+    if (rest->u.span.pages >= pages && (size_t)(rest - base) + pages <= limit) return rest;
   }
   return NULL;
 }
@@ -558,23 +559,29 @@ static size_t align_lead(const tess_region_t *r, const tess_page_t *d, size_t al
   return (((addr + align - 1) & ~(align - 1)) - addr) >> TESS_PAGE_SHIFT;
 }
 
-/* An aligned request that no span of pages + align_pages - 1 serves: the
- * first span of p that holds `pages` after its lead to `align` bytes and
- * ends by page index `limit`, or NULL (p's lock held; every span from
- * pages' bin up is looked at, only when the quick search found nothing:
- * with half of a region free in aligned holes of the very size asked,
+/* The free span of p at the lowest address that holds `pages` after its
+ * lead to `align` bytes (*lead) and ends by page index `limit`, or NULL;
+ * p's lock is held. Spans of the bins below pages' bin are all shorter;
+ * every span of the bins from it up is looked at: only for big requests,
+ * and for an aligned one that no span of the worst-case length serves
+ * (with half of a region free in aligned holes of the very size asked,
  * aligned_alloc answered NULL; a review). */
-static tess_page_t *find_aligned_span(tess_partition_t *p, size_t pages, size_t align,
-                                      size_t limit) {
+static tess_page_t *lowest_fit(tess_partition_t *p, size_t pages, size_t align, size_t limit,
+                               size_t *lead) {
   const tess_page_t *base = p->region->pages;
+  tess_page_t *best = NULL;
   for (unsigned b = bin_of(pages); b < TESS_SPAN_BINS; b++) {
     if (!((p->nonempty[b >> 6] >> (b & 63)) & 1)) continue;
     for (tess_page_t *d = p->bins[b]; d != NULL; d = d->next) {
-      size_t lead = align_lead(p->region, d, align);
-      if (d->u.span.pages >= lead + pages && (size_t)(d - base) + lead + pages <= limit) return d;
+      size_t d_lead = align_lead(p->region, d, align);
+      if (d->u.span.pages >= d_lead + pages && (size_t)(d - base) + d_lead + pages <= limit &&
+          (best == NULL || d < best)) {
+        best = d;
+        *lead = d_lead;
+      }
     }
   }
-  return NULL;
+  return best;
 }
 
 tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pages, uint8_t kind,
@@ -596,14 +603,16 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
   size_t limit = fresh ? SIZE_MAX : p->high_water;
   tess_page_t *head = find_span(p, need, limit);
   /* a span shorter than the worst case may hold the aligned pages */
+  size_t lead = 0;
   if (head == NULL && align_pages > 1) {
-    head = find_aligned_span(p, pages, align_pages << TESS_PAGE_SHIFT, limit);
+    head = lowest_fit(p, pages, align_pages << TESS_PAGE_SHIFT, limit, &lead);
+  } else if (head != NULL && align_pages > 1) {
+    lead = align_lead(p->region, head, align_pages << TESS_PAGE_SHIFT);
   }
   if (head == NULL) {
     tessi_unlock(&p->lock);
     return NULL;
   }
-  size_t lead = align_pages > 1 ? align_lead(p->region, head, align_pages << TESS_PAGE_SHIFT) : 0;
   high_water_raise(p, (size_t)(head - p->region->pages) + lead + pages);
   bin_remove(p, head);
   size_t total = head->u.span.pages;
@@ -731,25 +740,6 @@ static void run_done(tess_region_t *r, unsigned open) {
   footprint_apply(change, NULL);
 }
 
-/* The free span of p at the lowest address that holds `pages` after its
- * lead to `align` bytes (*lead), or NULL; p's lock is held. Spans of the
- * bins below pages' bin are all shorter; every span of the bins from it
- * up is looked at, which only big requests do. */
-static tess_page_t *lowest_fit(tess_partition_t *p, size_t pages, size_t align, size_t *lead) {
-  tess_page_t *best = NULL;
-  for (unsigned b = bin_of(pages); b < TESS_SPAN_BINS; b++) {
-    if (!((p->nonempty[b >> 6] >> (b & 63)) & 1)) continue;
-    for (tess_page_t *d = p->bins[b]; d != NULL; d = d->next) {
-      size_t d_lead = align_lead(p->region, d, align);
-      if (d->u.span.pages >= d_lead + pages && (best == NULL || d < best)) {
-        best = d;
-        *lead = d_lead;
-      }
-    }
-  }
-  return best;
-}
-
 /* A run of free pages in the open partitions of fixed region r, which may
  * cross their boundaries (the tail span of one partition, whole free
  * partitions, the head span of the next): with `inside`, the lowest run or
@@ -777,7 +767,7 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
       }
       if (at_start->u.span.pages == p->end_page - p->first_page) continue; /* and past it */
     }
-    if (inside && (found = lowest_fit(p, pages, align, &lead)) != NULL) {
+    if (inside && (found = lowest_fit(p, pages, align, SIZE_MAX, &lead)) != NULL) {
       run_pages = found->u.span.pages;
       break;
     }
