@@ -556,7 +556,12 @@ static orphan_list_t *orphan_list_lock(tess_heap_t *h, unsigned cls) {
 static tess_bin_t *orphan_bin_locked(orphan_list_t *list, const tess_page_t *d) {
   uint32_t blocks = tessi_classes[d->size_class].slab_blocks;
   uint32_t out = (uint32_t)d->state;
-  return out >= blocks ? &list->full : &list->bucket[out * ORPHAN_BUCKETS / blocks];
+  if (out >= blocks) return &list->full;
+  /* out * ORPHAN_BUCKETS / blocks without a division: a free into an
+   * orphan asks twice */
+  _Static_assert(ORPHAN_BUCKETS == 4, "three bounds");
+  uint32_t q = out * ORPHAN_BUCKETS;
+  return &list->bucket[(q >= blocks) + (q >= 2 * blocks) + (q >= 3 * blocks)];
 }
 
 /* list = orphans[cls][k]: which bit of orphans_filed it is */
