@@ -655,6 +655,12 @@ typedef struct slot_s {
   block_t *batch; /* b: blocks taken from the pool */
   _Atomic uint64_t ecalls, mallocs, nulls;
   _Atomic int64_t live; /* requested bytes allocated minus freed by this slot */
+  /* b: CPU time of the host threads that ran this slot's ECALLs. On a
+   * machine with fewer CPUs than threads, an allocator whose waiting
+   * threads sleep (snmalloc's combining lock) leaves CPU time to the
+   * others, and one that spins does not: calls per CPU-second compare the
+   * work each costs. */
+  _Atomic uint64_t cpu_ns;
 } __attribute__((aligned(64))) slot_t;
 enum { ROLE_A, ROLE_WORKER, ROLE_OTHER };
 
@@ -952,12 +958,21 @@ static void create_thread(pthread_t *t, void *(*fn)(void *), void *arg) {
   }
 }
 
+/* The calling thread's CPU time so far (0 if the clock is missing). */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* A host thread made for one ECALL: all its code is the enclave's, up to
- * and including its thread-exit destructors. */
+ * and including its thread-exit destructors (its CPU time is counted up
+ * to its return: not the destructors, nor the making of the thread). */
 static void *ecall_thread(void *arg) {
   slot_t *s = arg;
   tls_in_alloc = 1;
   ecall(s, body_of(s));
+  atomic_fetch_add(&s->cpu_ns, thread_cpu_ns());
   return NULL;
 }
 
@@ -970,6 +985,7 @@ static void *pooled_thread(void *arg) {
   do ecall(s, body_of(s));
   while (s->role != ROLE_A && !atomic_load_explicit(&g_stop, memory_order_relaxed) &&
          !ecalls_done(&ran));
+  atomic_fetch_add(&s->cpu_ns, thread_cpu_ns()); /* (its wait at the gate took next to none) */
   tls_in_alloc = 1; /* what runs at thread exit now is the allocator's destructors */
   return NULL;
 }
@@ -1260,12 +1276,16 @@ int main(int argc, char **argv) {
   size_t guard_bad = guard_damage(&first_bad);
 
   uint64_t ecalls = 0, worker_ecalls = 0, worker_mallocs = 0, nulls = 0, mallocs = 0;
+  uint64_t worker_cpu_ns = 0, other_cpu_ns = 0;
   int64_t live_left = 0;
   for (size_t i = 0; i < g_nslots; i++) {
     ecalls += g_slots[i].ecalls;
     if (g_slots[i].role == ROLE_WORKER) {
       worker_ecalls += g_slots[i].ecalls;
       worker_mallocs += g_slots[i].mallocs;
+      worker_cpu_ns += g_slots[i].cpu_ns;
+    } else {
+      other_cpu_ns += g_slots[i].cpu_ns;
     }
     nulls += g_slots[i].nulls;
     mallocs += g_slots[i].mallocs;
@@ -1355,6 +1375,8 @@ int main(int argc, char **argv) {
     fine_peaks_raise(g_peak.live, g_peak.footprint); /* the samples are fine reads too */
     printf(" fine_peak_live_bytes=%" PRId64 " fine_peak_footprint_bytes=%lld fine_reads=%zu",
            g_fine_live, ll_or_unknown(g_fine_footprint), g_fine_reads);
+    printf(" worker_cpu_s=%.3f other_cpu_s=%.3f", (double)worker_cpu_ns * 1e-9,
+           (double)other_cpu_ns * 1e-9);
   }
   for (int ph = PH_LOAD; ph < PH_N; ph++)
     printf(" os_calls_%s=%lu os_mmap_bytes_%s=%lu", phase_names[ph], os_calls(ph, 1),

@@ -37,6 +37,7 @@ import csv
 import dataclasses
 import datetime
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -160,6 +161,9 @@ class BRun:
     # between the samples too (-1: not reported)
     fine_peak_live_bytes: int = -1
     fine_peak_footprint_bytes: int = -1
+    # CPU seconds of the host threads of each role (nan: not reported)
+    worker_cpu_s: float = math.nan
+    other_cpu_s: float = math.nan
 
     @property
     def judged_live(self) -> int:
@@ -486,6 +490,8 @@ def run_b(bench: Path, plugin: Plugin, host: str, repetition: int,
                    worker_mallocs=kv_int(kv, "worker_mallocs"),
                    fine_peak_live_bytes=kv_int(kv, "fine_peak_live_bytes"),
                    fine_peak_footprint_bytes=kv_int(kv, "fine_peak_footprint_bytes"),
+                   worker_cpu_s=kv_float(kv, "worker_cpu_s"),
+                   other_cpu_s=kv_float(kv, "other_cpu_s"),
                    **os_fields(kv))
     except ValueError as exc:
         raise BenchError(f"B {plugin.name}: unexpected output {kv!r}") from exc
@@ -1077,6 +1083,14 @@ def worker_calls_per_s(run: BRun) -> float:
             if run.duration_s > 0 and run.worker_mallocs >= 0 else 0.0)
 
 
+def worker_calls_per_cpu_s(run: BRun) -> float:
+    """The worker threads' allocation calls per second of their CPU time
+    (0: not reported): the cost of their calls, whatever share of the
+    CPUs the workers got (enclave_bench.c, slot_t.cpu_ns)."""
+    return (run.worker_mallocs / run.worker_cpu_s
+            if run.worker_cpu_s > 0 and run.worker_mallocs >= 0 else 0.0)
+
+
 def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
     runs = [r for r in runs if r.repetition > 0]  # not the statistics runs
     md = ["### Targets (workload B, tessalloc)", ""]
@@ -1097,10 +1111,12 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
         cost is mostly the ECALL's own (thread_init, thread_cleanup),
         differs between allocators: the calls of all threads alone can
         pass on the other threads' short calls while the workers' bursts
-        are slower."""
+        are slower. The workers' calls per CPU-second are shown, not
+        judged: where threads outnumber CPUs, they say what the calls
+        cost apart from how the CPUs were shared."""
         ratios = []
         for of in (calls_per_s, worker_calls_per_s, lambda r: r.ecalls_per_s,
-                   lambda r: r.worker_ecalls / r.duration_s):
+                   lambda r: r.worker_ecalls / r.duration_s, worker_calls_per_cpu_s):
             tess, other = rate(TESSALLOC, host, of), rate(peer, host, of)
             if tess is None or not other:
                 ratios.append(None)
@@ -1110,9 +1126,10 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
             return None
         judged = min(r for r in ratios[:2] if r is not None)
         workers = "n/a" if ratios[1] is None else f"{fmt_judged(ratios[1])}x"
+        per_cpu = "" if ratios[4] is None else f", workers' calls per CPU-second {ratios[4]:.2f}x"
         return judged, (f"{fmt_judged(ratios[0])}x, workers' calls {workers} "
                         f"(ECALLs/s {ratios[2]:.2f}x, "
-                        f"worker ECALLs/s {ratios[3]:.2f}x)")
+                        f"worker ECALLs/s {ratios[3]:.2f}x{per_cpu})")
 
     # tessalloc first, then the peers in the order they ran
     names = [TESSALLOC] + [n for n in dict.fromkeys(r.allocator for r in runs)

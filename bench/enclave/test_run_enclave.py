@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import tempfile
 import unittest
@@ -210,6 +211,25 @@ class TableTest(unittest.TestCase):
         sn = [r for r in rows if "snmalloc's |" in r]
         self.assertIn("| 1.168x, workers' calls 0.982x (", sn[0])
         self.assertIn(re_mod.verdict(False), sn[0])
+
+    def test_b_speed_shows_the_workers_calls_per_cpu_second_unjudged(self) -> None:
+        # tessalloc's workers got 10 CPU-seconds for 1204 calls, snmalloc's
+        # 8 for 1150 (its waiting threads slept): 0.84x per CPU-second,
+        # shown; the verdict stays the lower of the two per-second ratios
+        def run(name: str, mallocs: int, worker_mallocs: int, cpu: float) -> re_mod.BRun:
+            return dataclasses.replace(b_run(name, 1100), mallocs=mallocs,
+                                       worker_mallocs=worker_mallocs, worker_cpu_s=cpu)
+
+        rows = re_mod.b_targets([run("tessalloc", 1300, 1204, 10.0),
+                                 run("snmalloc", 1250, 1150, 8.0)], ["pooled"])
+        sn = [r for r in rows if "snmalloc's |" in r]
+        self.assertIn("| 1.040x, workers' calls 1.047x (", sn[0])
+        self.assertIn("workers' calls per CPU-second 0.84x)", sn[0])
+        self.assertIn(re_mod.verdict(True), sn[0])
+        # without CPU times (an older enclave_bench): nothing said of them
+        rows = re_mod.b_targets([run("tessalloc", 1300, 1204, math.nan),
+                                 run("snmalloc", 1250, 1150, math.nan)], ["pooled"])
+        self.assertNotIn("CPU-second", [r for r in rows if "snmalloc's |" in r][0])
 
     def test_b_table_prints_the_judged_ratios_with_three_decimals(self) -> None:
         args = re_mod.parse_args(["--quick"])
