@@ -39,5 +39,6 @@ variant() {
   git worktree remove --force "$tree"
 }
 variant never src/heap.c 's/^#define GIVE_AWAY_AFTER 32$/#define GIVE_AWAY_AFTER 1000000/'
-variant m16 src/init.c 's/tessi_sizeclass_init(TESS_PAGE_SIZE, 2,/tessi_sizeclass_init(TESS_PAGE_SIZE, 16,/'
+variant m16 src/init.c \
+  's/tessi_sizeclass_init(TESS_PAGE_SIZE, 2,/tessi_sizeclass_init(TESS_PAGE_SIZE, 16,/'
 ls build-dev

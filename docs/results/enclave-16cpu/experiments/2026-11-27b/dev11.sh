@@ -27,9 +27,11 @@ field() { tr ' ' '\n' | grep -E "^($1)=" | tr '\n' ' '; }
 { nproc; lscpu; uname -a; } > $R/machine.txt 2>&1
 if [ "$mode" = kit ]; then
   V="libtess_head libtess_never libtess_m16 libfixed_snmalloc"
+  BF='mallocs|worker_mallocs|elapsed_ms|worker_cpu_s|fine_peak_footprint_bytes'
+  BF+='|fine_peak_live_bytes|nulls|status'
   for r in 1 2 3; do for host in pooled new-thread; do for lib in $V; do
     echo "B$host $lib $(timeout 30 $B --allocator $K/$lib.so --workload b --duration 8 \
-      --host $host | field 'mallocs|worker_mallocs|elapsed_ms|worker_cpu_s|fine_peak_footprint_bytes|fine_peak_live_bytes|nulls|status')"
+      --host $host | field "$BF")"
   done; done; done > $R/b.txt 2>&1
   echo "B done at $(( $(date +%s) - T0 )) s"; pack
   for r in 1 2 3 4 5 6 7; do for t in 8 12 16; do for lib in $V; do
