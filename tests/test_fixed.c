@@ -298,6 +298,13 @@ static void exhaustion_large(void) {
 
 /* ------------------------------------------------------------ big blocks */
 
+/* The footprint now, as the statistics give it. */
+static size_t footprint_now(void) {
+  struct tess_stats s;
+  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
+  return (size_t)s.footprint;
+}
+
 /* The largest block malloc serves now (to 1/64 MiB), which is freed. */
 static size_t largest_block(void) {
   size_t lo = 0, hi = (size_t)(region_end - region_start);
@@ -653,8 +660,6 @@ static void borrow(void) {
         "blocks still live after all were freed");
 }
 
-static size_t footprint_now(void);
-
 /* ------------------------------------------------------------ give away */
 
 /* A call that frees what it made gives its slabs away (heap.c, heap_give_away):
@@ -726,9 +731,6 @@ static void *free_at_once(void *arg) {
   for (int k = 0; k < HELD; k++) tess_free(held[k]);
   return NULL;
 }
-
-static size_t largest_block(void);
-static size_t footprint_now(void);
 
 /* Heaps made so far: in use or pooled. */
 static size_t heaps_made(void) {
@@ -987,8 +989,6 @@ static void sweep(void) {
 
 /* ---------------------------------------------------------- shared cache */
 
-static size_t footprint_now(void);
-
 /* Bytes a new heap keeps of `count` large blocks of `size` bytes that it
  * allocated, all at once, and freed (run on a thread of its own). */
 typedef struct kept_s {
@@ -1183,12 +1183,6 @@ static void shared_cache(void) {
 }
 
 /* ------------------------------------------------------------------ lazy */
-
-static size_t footprint_now(void) {
-  struct tess_stats s;
-  REQUIRE(tess_stats_get(&s, sizeof s) == 0, "tess_stats_get");
-  return (size_t)s.footprint;
-}
 
 /* Bytes at p, n of them, all still FILL. */
 static bool untouched(const char *p, size_t n) {
