@@ -13,8 +13,8 @@
  * If OE's own headers are included first, their declarations are used;
  * include them first or not at all (this header declares OE's result type
  * only as far as oe_allocator_mallinfo needs it, and openenclave/bits/
- * result.h included after it would declare it again). A heap smaller than
- * 1 MiB is not taken: every allocation then answers NULL and
+ * result.h included after it would declare it again). A heap of less than
+ * 1 MiB (end - start) is not taken: every allocation then answers NULL and
  * oe_allocator_mallinfo OE_FAILURE. */
 #ifndef TESSALLOC_OE_H
 #define TESSALLOC_OE_H

@@ -47,7 +47,10 @@ oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   info->peak_allocated_heap_size = s.peak_live_bytes; /* the merge raised it to live_bytes */
   /* what blocks can take: not the header, the page descriptors (1/64 of
    * the region) or the first chunk of heap structs. OE's bigmalloc test
-   * allocates 0.99 of this less the current size in one block. */
+   * allocates 0.99 of this less the current size in one block (it fits
+   * while the heaps fit that chunk; at 16 GiB the test also asks for more
+   * than 15.9 GiB, which the descriptors do not leave:
+   * docs/mechanisms/fixed-heap.md). */
   info->max_total_heap_size = tessi_fixed_allocatable(tessi_primary);
   return OE_OK;
 }

@@ -6,7 +6,8 @@
  * memory test asks. It was the footprint before, which a call that took a
  * slab or laid descriptors left higher. Its maximum is what blocks can
  * take, so that 0.99 of it less the current size fits in one block, as
- * OE's bigmalloc test asks (the region's size, reported before, did not). */
+ * OE's bigmalloc test asks (the region's size, reported before, did not;
+ * the limits of that: docs/mechanisms/fixed-heap.md). */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -55,8 +56,8 @@ int main(void) {
   CHECK(oe_allocator_mallinfo(NULL) == OE_FAILURE, "mallinfo(NULL)");
   info = mallinfo_now();
   /* the bytes blocks can take: the region less its descriptors (1/64) and
-   * metadata, so that OE's bigmalloc test (0.99 of max_total less current,
-   * in one block) passes */
+   * metadata, so that the second step of OE's bigmalloc test (0.99 of
+   * max_total less current, in one block) passes */
   CHECK(info.max_total_heap_size <= size && info.max_total_heap_size >= size - size / 32,
         "max_total_heap_size %zu of %zu", info.max_total_heap_size, size);
   CHECK(info.current_allocated_heap_size == 0, "%zu bytes allocated before any allocation",
