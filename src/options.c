@@ -70,6 +70,20 @@ static void read_size(const char *name, size_t *target, size_t min, size_t max, 
   *target = value;
 }
 
+/* read_size for a count or a time in milliseconds: digits only, since a
+ * size suffix there ("16B" partitions, "1M" ms) is a mistake, not a unit */
+static void read_number(const char *name, size_t *target, size_t max, const char *why) {
+  const char *text = tessi_plat_getenv(name);
+  if (text == NULL) return;
+  for (const char *c = text; *c != '\0'; c++) {
+    if (*c < '0' || *c > '9') {
+      tessi_warn(name, why);
+      return;
+    }
+  }
+  read_size(name, target, 0, max, why);
+}
+
 /* strcmp() == 0 without libc: libtessalloc-oe.a links nothing it need not */
 static bool same(const char *a, const char *b) {
   while (*a != '\0' && *a == *b) a++, b++;
@@ -78,7 +92,7 @@ static bool same(const char *a, const char *b) {
 
 void tessi_options_init(void) {
   size_t value = tessi_options.decommit_delay_ms;
-  read_size("TESS_DECOMMIT_DELAY_MS", &value, 0, 3600u * 1000u,
+  read_number("TESS_DECOMMIT_DELAY_MS", &value, 3600u * 1000u,
             "ignored: expected milliseconds, 0 to 3600000");
   tessi_options.decommit_delay_ms = (uint32_t)value;
   read_size("TESS_DECOMMIT_MIN", &tessi_options.decommit_min, TESS_PAGE_SIZE, SIZE_MAX / 2,
@@ -90,7 +104,7 @@ void tessi_options_init(void) {
   read_size("TESS_HEAP_CACHE", &tessi_options.heap_cache, 0, (size_t)1 << 30,
             "ignored: expected a size up to 1G, such as 512K");
   value = tessi_options.partitions;
-  read_size("TESS_PARTITIONS", &value, 0, TESS_MAX_PARTITIONS,
+  read_number("TESS_PARTITIONS", &value, TESS_MAX_PARTITIONS,
             "ignored: expected a number from 0 (one per CPU) to 16");
   tessi_options.partitions = (uint32_t)value;
   read_size("TESS_HEAP_SIZE", &tessi_options.heap_size, (size_t)1 << 20, (size_t)1 << 42,
@@ -108,7 +122,7 @@ void tessi_options_init(void) {
     }
   }
   value = tessi_options.stats_interval_ms;
-  read_size("TESS_STATS_INTERVAL_MS", &value, 0, 24u * 3600u * 1000u,
+  read_number("TESS_STATS_INTERVAL_MS", &value, 24u * 3600u * 1000u,
             "ignored: expected milliseconds, 0 to 86400000");
   tessi_options.stats_interval_ms = (uint32_t)value;
   const char *file = tessi_plat_getenv("TESS_STATS_FILE");

@@ -28,3 +28,22 @@ void __libc_free(void *p) TESS_ALIAS(tess_free);
 void *__libc_memalign(size_t alignment, size_t size) TESS_ALIAS(tess_memalign);
 void *__libc_valloc(size_t size) TESS_ALIAS(tess_valloc);
 void *__libc_pvalloc(size_t size) TESS_ALIAS(tess_pvalloc);
+
+/* glibc's malloc_trim and mallopt would work on glibc's own arena, which
+ * this library replaces (its malloc_trim asks brk for the break: an OS
+ * call that an emulated fixed heap must not see after init), so ours do
+ * nothing. Free spans are decommitted on their own once free for
+ * TESS_DECOMMIT_DELAY_MS: malloc_trim answers 0, nothing released by this
+ * call; mallopt has no parameter to set: 0, as glibc answers for one it
+ * does not know. */
+int malloc_trim(size_t pad);
+int mallopt(int param, int value);
+__attribute__((visibility("default"))) int malloc_trim(size_t pad) {
+  (void)pad;
+  return 0;
+}
+__attribute__((visibility("default"))) int mallopt(int param, int value) {
+  (void)param;
+  (void)value;
+  return 0;
+}

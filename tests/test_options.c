@@ -16,6 +16,9 @@
  *                    comes from overflow regions, all of it usable and freeable
  *   bad-options      malformed values are reported in one line each and the
  *                    defaults kept
+ *   count-suffix     a size suffix on a count or a time in milliseconds
+ *                    (TESS_PARTITIONS=8B, TESS_DECOMMIT_DELAY_MS=1K) is
+ *                    reported and ignored (both were taken as 8 and 1024)
  *   big-overflow     TESS_RESERVE=16M TESS_HUGE_THRESHOLD=1T: blocks longer
  *                    than half the first region come from overflow regions
  *                    whose partitions hold them (they failed with ENOMEM)
@@ -414,6 +417,11 @@ static const scenario_t scenarios[] = {
      {"TESS_DECOMMIT_DELAY_MS=soon", "TESS_RESERVE=12Q", "TESS_PARTITIONS=99"},
      {"tessalloc: TESS_DECOMMIT_DELAY_MS: ignored", "tessalloc: TESS_RESERVE: ignored",
       "tessalloc: TESS_PARTITIONS: ignored"}},
+    {"count-suffix",
+     bad_options,
+     {"TESS_PARTITIONS=8B", "TESS_DECOMMIT_DELAY_MS=1K", "TESS_STATS_INTERVAL_MS=1M"},
+     {"tessalloc: TESS_PARTITIONS: ignored", "tessalloc: TESS_DECOMMIT_DELAY_MS: ignored",
+      "tessalloc: TESS_STATS_INTERVAL_MS: ignored"}},
     {"big-overflow", big_overflow, {"TESS_RESERVE=16M", "TESS_HUGE_THRESHOLD=1T"}, {0}},
     {"series-reentry",
      series_reentry,

@@ -47,6 +47,12 @@ static void test_symbols(void) {
   same_object("free", (void *)&free);
   same_object("realloc", (void *)&realloc);
   same_object("calloc", (void *)&calloc);
+  /* glibc's would work on its own arena (malloc_trim asking brk for the
+   * break): ours do nothing and say so */
+  same_object("malloc_trim", (void *)&malloc_trim);
+  same_object("mallopt", (void *)&mallopt);
+  CHECK(malloc_trim(0) == 0, "malloc_trim released something");
+  CHECK(mallopt(M_MMAP_THRESHOLD, 1 << 20) == 0, "mallopt claimed to set a parameter");
   /* What libc itself calls: the global-scope definition. */
   void *g = dlsym(RTLD_DEFAULT, "malloc");
   CHECK(g == (void *)&malloc, "dlsym(RTLD_DEFAULT, \"malloc\") = %p, &malloc = %p", g,
