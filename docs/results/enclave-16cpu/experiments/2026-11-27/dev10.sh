@@ -24,10 +24,14 @@ pack() { tar -C $OUT -czf $OUT/results.tgz r; }
 field() { tr ' ' '\n' | grep -E "^($1)=" | tr '\n' ' '; }
 { nproc; lscpu; uname -a; } > $R/machine.txt 2>&1
 if [ "$mode" = kit ]; then
-  V="libtess_head libtess_loose libfixed_snmalloc"
+  # (a later kit runs this one with its own builds and fields: KIT_LIBS,
+  # KIT_B_FIELDS)
+  V=${KIT_LIBS:-"libtess_head libtess_loose libfixed_snmalloc"}
+  BF='mallocs|elapsed_ms|ecalls_per_s|peak_footprint_bytes|peak_live_bytes|nulls|status'
+  BF=${KIT_B_FIELDS:-$BF}
   for r in 1 2 3; do for host in pooled new-thread; do for lib in $V; do
     echo "B$host $lib $(timeout 30 $B --allocator $K/$lib.so --workload b --duration 8 \
-      --host $host | field 'mallocs|elapsed_ms|ecalls_per_s|peak_footprint_bytes|peak_live_bytes|nulls|status')"
+      --host $host | field "$BF")"
   done; done; done > $R/b.txt 2>&1
   echo "B done at $(( $(date +%s) - T0 )) s"; pack
   for r in 1 2 3 4 5 6 7; do for t in 8 12 16; do for lib in $V; do
