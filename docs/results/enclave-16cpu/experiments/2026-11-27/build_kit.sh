@@ -13,15 +13,7 @@
 # build/bench/enclave and build/enclave-peers.
 set -eu
 cd "$(dirname "$0")/../../../../.."
-# both builds are of the commit: a change not committed would be in one only
-git diff --quiet HEAD -- src include CMakeLists.txt bench ||
-  { echo "build_kit: commit or stash the changes to the sources first" >&2; exit 1; }
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build build -j"$(nproc)" > /dev/null
-scripts/fetch_fixed_peers.sh build > /dev/null
-rm -rf build-dev; mkdir -p build-dev
-cp build/bench/enclave/enclave_bench build/enclave-peers/libfixed_snmalloc.so build-dev/
-cp build/bench/enclave/libfixed_tessalloc.so build-dev/libtess_head.so
+. docs/results/enclave-16cpu/experiments/kit_base.sh
 tree=/tmp/kit_loose
 rm -rf "$tree"; git worktree prune
 git worktree add -f "$tree" HEAD > /dev/null
