@@ -93,7 +93,7 @@ static bool same(const char *a, const char *b) {
 void tessi_options_init(void) {
   size_t value = tessi_options.decommit_delay_ms;
   read_number("TESS_DECOMMIT_DELAY_MS", &value, 3600u * 1000u,
-            "ignored: expected milliseconds, 0 to 3600000");
+              "ignored: expected milliseconds, 0 to 3600000");
   tessi_options.decommit_delay_ms = (uint32_t)value;
   read_size("TESS_DECOMMIT_MIN", &tessi_options.decommit_min, TESS_PAGE_SIZE, SIZE_MAX / 2,
             "ignored: expected a size of 4K or more, such as 64K or 2M");
@@ -105,7 +105,7 @@ void tessi_options_init(void) {
             "ignored: expected a size up to 1G, such as 512K");
   value = tessi_options.partitions;
   read_number("TESS_PARTITIONS", &value, TESS_MAX_PARTITIONS,
-            "ignored: expected a number from 0 (one per CPU) to 16");
+              "ignored: expected a number from 0 (one per CPU) to 16");
   tessi_options.partitions = (uint32_t)value;
   read_size("TESS_HEAP_SIZE", &tessi_options.heap_size, (size_t)1 << 20, (size_t)1 << 42,
             "ignored: expected a size from 1M to 4T, such as 64M");
@@ -123,7 +123,7 @@ void tessi_options_init(void) {
   }
   value = tessi_options.stats_interval_ms;
   read_number("TESS_STATS_INTERVAL_MS", &value, 24u * 3600u * 1000u,
-            "ignored: expected milliseconds, 0 to 86400000");
+              "ignored: expected milliseconds, 0 to 86400000");
   tessi_options.stats_interval_ms = (uint32_t)value;
   const char *file = tessi_plat_getenv("TESS_STATS_FILE");
   if (file != NULL && file[0] != '\0') tessi_options.stats_file = file;
