@@ -224,7 +224,7 @@ static void slab_release(tess_page_t *d) {
 
 /* --------------------------------------------------------- span cache */
 
-static void span_cache_drain(tess_heap_t *h) {
+void tessi_heap_span_drain(tess_heap_t *h) {
   for (size_t pages = 1; pages <= TESS_SPAN_CACHE_PAGES; pages++) {
     tess_page_t *d;
     while ((d = tessi_heap_span_pop(h, pages)) != NULL) tessi_pages_free(d, pages);
@@ -302,7 +302,7 @@ static void empty_cache_drain(tess_heap_t *h) {
     slab_release(d);
   }
   h->empty_slab_pages = 0;
-  span_cache_drain(h);
+  tessi_heap_span_drain(h);
 }
 
 /* A slab of h with no block out that is not current (the current slab
@@ -1154,7 +1154,7 @@ void tessi_heap_reclaim(tess_heap_t *self) {
    * other size; and its kept spans, which may merge with their neighbours */
   heap_trim(self);
   empty_cache_drain(self);
-  span_cache_drain(self);
+  tessi_heap_span_drain(self);
   /* take every idle heap out while it is worked on, then put them back */
   tess_heap_t *taken = NULL;
   tessi_lock(&pool.lock);

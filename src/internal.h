@@ -302,6 +302,9 @@ static inline void tessi_purge_if_due(void) {
  * receives the partition. */
 tess_page_t *tessi_pages_alloc(tess_partition_t *home, size_t pages, size_t align_pages,
                                uint8_t kind, bool *is_zero, tess_partition_t **from);
+/* Whether tessi_pages_alloc places such a request as a big block of a
+ * fixed region: the lowest run that fits, across partitions. */
+bool tessi_pages_big(const tess_partition_t *home, size_t pages, size_t align_pages);
 void tessi_pages_free(tess_page_t *head, size_t pages);
 /* Grow a span of region r in place by `extra` pages (tessi_span_grow; a
  * big one of a fixed region across partition boundaries too). */
@@ -486,6 +489,8 @@ extern size_t tessi_span_budget_low; /* set once at init, <= TESS_HEAP_CACHE (in
 #define TESS_SPAN_SLACK_WIDE 3
 /* Spans beyond the heap's budget go back, longest first (heap.c). */
 void tessi_heap_span_shrink(tess_heap_t *h);
+/* Every span the heap keeps goes back (heap.c). */
+void tessi_heap_span_drain(tess_heap_t *h);
 /* A take missed and the heap goes to its partition: in a fixed region,
  * counts the trip and whether the partition was busy, which widens the
  * heap's budget (heap.c). */

@@ -16,6 +16,10 @@ tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool z
   if (d == NULL) {
     tessi_heap_span_trip(h);
     tessi_purge_if_due();
+    /* a big block takes the lowest run that fits: the spans the heap
+     * keeps go back first, to join their free neighbours (kept, one split
+     * a 16 MiB region so that it held 14 blocks of 1 MiB, not 15) */
+    if (tessi_pages_big(h->home, pages, align_pages)) tessi_heap_span_drain(h);
     tess_partition_t *from;
     d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
     if (d == NULL) {

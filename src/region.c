@@ -289,6 +289,12 @@ static size_t big_pages(const tess_region_t *r) {
   return TESS_MAX(each / 32, (size_t)TESS_SPAN_CACHE_PAGES + 1);
 }
 
+bool tessi_pages_big(const tess_partition_t *home, size_t pages, size_t align_pages) {
+  const tess_region_t *r = home->region;
+  size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
+  return r->is_fixed && r->partition_count > 1 && need >= big_pages(r);
+}
+
 /* A run of free pages across the partitions of fixed region r
  * (tessi_span_alloc_across), in the open ones, else on into the next,
  * opened one by one. With `inside`, for a big request: the lowest span or
