@@ -111,7 +111,7 @@ struct tess_span_stats { /* large (page spans) or huge (own mappings) blocks */
 struct tess_stats {
   uint32_t version;     /* TESS_STATS_VERSION */
   uint32_t size;        /* bytes of this struct that were filled */
-  uint32_t class_count; /* entries of classes[] in use */
+  uint32_t class_count; /* entries of classes[] in use (at most those size holds) */
   uint32_t fixed;       /* 1: fixed-heap mode (tess_init_region / TESS_HEAP_SIZE) */
   uint64_t footprint;      /* bytes of the region(s) handed out, metadata included */
   uint64_t peak_footprint; /* highest footprint so far (see tess_footprint) */
@@ -186,9 +186,11 @@ TESS_API void tess_stats_print(FILE *out);
  * broken one. Call it while no other thread allocates or frees. */
 TESS_API const char *tess_heap_check(void);
 
-/* Calls visit(ptr, usable_size, arg) for every live block, in address
- * order per region; stops when visit returns nonzero and returns that
- * value (0 when all were visited). Call it while no other thread
+/* Calls visit(ptr, usable_size, arg) for every live block in the regions
+ * (slab and large blocks; not huge blocks, which have mappings of their
+ * own in OS mode), in address order per region; stops when visit
+ * returns nonzero and returns that value (0 when all were visited).
+ * Call it while no other thread
  * allocates or frees. visit runs with the heap's locks held: it must not
  * allocate or free, nor read the statistics (tess_stats_json,
  * tess_stats_print, mallinfo2, malloc_info, malloc_stats wait forever;

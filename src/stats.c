@@ -205,6 +205,9 @@ int tess_stats_get(struct tess_stats *out, size_t struct_size) {
   tessi_stats_merge(&s);
   size_t n = TESS_MIN(struct_size, sizeof s);
   s.size = (uint32_t)n;
+  /* a prefix that ends inside classes[] counts only the entries it holds */
+  size_t whole = (n - offsetof(struct tess_stats, classes)) / sizeof s.classes[0];
+  if (s.class_count > whole) s.class_count = (uint32_t)whole;
   memcpy(out, &s, n);
   return 0;
 }

@@ -197,6 +197,13 @@ static void test_struct_and_json(void) {
         s.size);
   const unsigned char *tail = (const unsigned char *)&s + prefix;
   CHECK(tail[0] == 0xAB && tail[sizeof s - prefix - 1] == 0xAB, "wrote past struct_size");
+  /* a prefix ending inside classes[] counts only the entries it holds
+   * (it said 44 with none filled; a review) */
+  CHECK(s.class_count == 0, "class_count %u in a prefix without classes", s.class_count);
+  memset(&s, 0xAB, sizeof s);
+  size_t three = prefix + 3 * sizeof s.classes[0] + 8;
+  CHECK(tess_stats_get(&s, three) == 0 && s.class_count == 3, "class_count %u of 3 entries",
+        s.class_count);
 
   size_t len = tess_stats_json(NULL, 0);
   CHECK(len > 100, "json length %zu", len);
