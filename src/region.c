@@ -289,10 +289,17 @@ static size_t big_pages(const tess_region_t *r) {
   return TESS_MAX(each / 32, (size_t)TESS_SPAN_CACHE_PAGES + 1);
 }
 
-bool tessi_pages_big(const tess_partition_t *home, size_t pages, size_t align_pages) {
-  const tess_region_t *r = home->region;
+/* A request fixed region r places as a big block: big, or aligned so
+ * far that the lead may take as much (4 KiB aligned to 4 MiB: no
+ * partition holds 1024 pages more, and only a run found inside the
+ * partitions could serve it). */
+static bool is_big(const tess_region_t *r, size_t pages, size_t align_pages) {
   size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
   return r->is_fixed && r->partition_count > 1 && need >= big_pages(r);
+}
+
+bool tessi_pages_big(const tess_partition_t *home, size_t pages, size_t align_pages) {
+  return is_big(home->region, pages, align_pages);
 }
 
 /* A run of free pages across the partitions of fixed region r
@@ -321,11 +328,7 @@ static tess_page_t *alloc_across_opening(tess_region_t *r, size_t pages, size_t 
 static tess_page_t *alloc_in_region(tess_region_t *r, unsigned start, size_t pages,
                                     size_t align_pages, uint8_t kind, bool *is_zero,
                                     tess_partition_t **from) {
-  /* big, or aligned so far that the lead may take as much (4 KiB aligned
-   * to 4 MiB: no partition holds 1024 pages more, and only a run found
-   * inside the partitions could serve it) */
-  size_t need = pages + (align_pages > 1 ? align_pages - 1 : 0);
-  if (r->is_fixed && r->partition_count > 1 && need >= big_pages(r)) {
+  if (is_big(r, pages, align_pages)) {
     return alloc_across_opening(r, pages, align_pages, kind, is_zero, from, true);
   }
   if (r->is_fixed) return alloc_in_fixed(r, start, pages, align_pages, kind, is_zero, from);
