@@ -14,6 +14,8 @@ static struct {
   size_t capacity; /* a power of two, or 0 */
   size_t used;     /* live + deleted slots */
   size_t live;
+  size_t bytes;    /* the live blocks' */
+  size_t peak_live, peak_bytes; /* the most ever live at once (malloc_stats) */
 } huge;
 
 static inline size_t slot_of(uintptr_t ptr, size_t capacity) {
@@ -39,6 +41,13 @@ static void put_locked(const tess_huge_t *entry) {
   if (huge.slots[i].ptr == SLOT_EMPTY) huge.used++;
   huge.slots[i] = *entry;
   huge.live++;
+  huge.bytes += entry->size;
+}
+
+/* After a block was added (not at a rebuild, which only moves them). */
+static void peaks_raise_locked(void) {
+  if (huge.live > huge.peak_live) huge.peak_live = huge.live;
+  if (huge.bytes > huge.peak_bytes) huge.peak_bytes = huge.bytes;
 }
 
 /* Room for one more entry: rebuild at the size the live entries need. */
@@ -52,7 +61,7 @@ static bool reserve_locked(void) {
   size_t old_capacity = huge.capacity;
   huge.slots = slots;
   huge.capacity = capacity;
-  huge.used = huge.live = 0;
+  huge.used = huge.live = huge.bytes = 0;
   for (size_t i = 0; i < old_capacity; i++) {
     if (old[i].ptr > SLOT_DELETED) put_locked(&old[i]);
   }
@@ -63,6 +72,7 @@ static bool reserve_locked(void) {
 static void remove_locked(tess_huge_t *s) {
   s->ptr = SLOT_DELETED;
   huge.live--;
+  huge.bytes -= s->size;
 }
 
 void *tessi_huge_alloc(size_t size, size_t align) {
@@ -73,7 +83,10 @@ void *tessi_huge_alloc(size_t size, size_t align) {
   tess_huge_t entry = {(uintptr_t)p, usable};
   tessi_lock(&huge.lock);
   bool ok = reserve_locked();
-  if (ok) put_locked(&entry);
+  if (ok) {
+    put_locked(&entry);
+    peaks_raise_locked();
+  }
   tessi_unlock(&huge.lock);
   if (!ok) {
     tessi_plat_release(p, usable);
@@ -118,10 +131,18 @@ void *tessi_huge_realloc(void *p, size_t size) {
       remove_locked(s);
       tess_huge_t entry = {(uintptr_t)q, usable};
       put_locked(&entry);
+      peaks_raise_locked();
     }
   }
   tessi_unlock(&huge.lock);
   return q;
+}
+
+void tessi_huge_peaks(size_t *count, size_t *bytes) {
+  tessi_lock(&huge.lock);
+  *count = huge.peak_live;
+  *bytes = huge.peak_bytes;
+  tessi_unlock(&huge.lock);
 }
 
 void tessi_huge_fork_prepare(void) { tessi_lock(&huge.lock); }

@@ -635,6 +635,8 @@ void *tessi_huge_alloc(size_t size, size_t align);
 size_t tessi_huge_usable(const void *p);
 bool tessi_huge_free(void *p);
 void *tessi_huge_realloc(void *p, size_t size);
+/* The most huge blocks, and bytes of them, live at once so far. */
+void tessi_huge_peaks(size_t *count, size_t *bytes);
 void tessi_huge_fork_prepare(void);
 void tessi_huge_fork_parent(void);
 void tessi_huge_fork_child(void);

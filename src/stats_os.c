@@ -318,14 +318,18 @@ __attribute__((visibility("default"))) void malloc_stats(void) {
   tessi_stats_merge(&merged);
   const struct tess_stats *s = &merged;
   uint64_t in_use = s->live_bytes - s->huge.live_bytes;
+  /* glibc's "max mmap" lines: the most blocks with mappings of their own,
+   * and bytes of them, live at once */
+  size_t huge_peak, huge_peak_bytes;
+  tessi_huge_peaks(&huge_peak, &huge_peak_bytes);
   int n = snprintf(line, sizeof line,
                    "Arena 0:\nsystem bytes     = %10llu\nin use bytes     = %10llu\n"
                    "Total (incl. mmap):\nsystem bytes     = %10llu\nin use bytes     = %10llu\n"
                    "max mmap regions = %10llu\nmax mmap bytes   = %10llu\n",
                    (unsigned long long)s->footprint, (unsigned long long)in_use,
                    (unsigned long long)(s->footprint + s->huge.live_bytes),
-                   (unsigned long long)s->live_bytes, (unsigned long long)s->huge.live,
-                   (unsigned long long)s->huge.live_bytes);
+                   (unsigned long long)s->live_bytes, (unsigned long long)huge_peak,
+                   (unsigned long long)huge_peak_bytes);
   pthread_mutex_unlock(&output_lock);
   if (n > 0) write_all(STDERR_FILENO, line, TESS_MIN((size_t)n, sizeof line - 1));
 }
