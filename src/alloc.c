@@ -56,7 +56,9 @@ static block_info_t classify(const void *p) {
   block_info_t info = {BLOCK_INVALID, NULL, NULL, 0, "not allocated by tessalloc"};
   uintptr_t a = (uintptr_t)p;
   tess_region_t *r =
-      a - tessi_primary_base < tessi_primary_extent() ? tessi_primary : tessi_region_of(a);
+      a - atomic_load_explicit(&tessi_primary_base, memory_order_relaxed) < tessi_primary_extent()
+          ? tessi_primary
+          : tessi_region_of(a);
   if (r != NULL) {
     tess_page_t *page = &r->pages[(a - r->base) >> TESS_PAGE_SHIFT];
     tess_page_t *d = tessi_page_head(page);
@@ -349,7 +351,8 @@ static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) 
 
 void tess_free(void *p) {
   /* NULL and pointers outside the primary region fail the range test */
-  uintptr_t offset = (uintptr_t)p - tessi_primary_base;
+  uintptr_t offset =
+      (uintptr_t)p - atomic_load_explicit(&tessi_primary_base, memory_order_relaxed);
   if (TESS_UNLIKELY(tessi_beyond_primary(offset))) {
     free_slow(p, "free");
     return;

@@ -79,8 +79,14 @@ static void make_primary(tess_region_t *r) {
   tessi_primary = r;
   tessi_primary_pages = r->pages;
   tessi_primary_desc_bytes = r->page_count * sizeof(tess_page_t);
-  atomic_store_explicit(&tessi_primary_size, tessi_region_extent(r), memory_order_relaxed);
-  tessi_primary_base = r->base;
+  /* the base before the size (0 until now, so that every offset was
+   * beyond it): a free racing the first initialization that sees the
+   * size sees the base and the pages too; one that reads the base before
+   * the size takes the slow path or, for NULL, the region's first page
+   * (a data race under ThreadSanitizer before, with the size stored
+   * first) */
+  atomic_store_explicit(&tessi_primary_base, r->base, memory_order_relaxed);
+  atomic_store_explicit(&tessi_primary_size, tessi_region_extent(r), memory_order_release);
 }
 
 /* Geometry and caches for a fixed region of `size` bytes. Slabs stay

@@ -112,7 +112,7 @@ static inline bool tessi_is_block_start(uint64_t off, uint64_t div_magic) {
  * pointer then takes the slow path. The size is that of the partitions
  * opened so far (a fixed region opens them as they fill, and lays their
  * descriptors only then): a pointer beyond is not ours. */
-extern uintptr_t tessi_primary_base;
+extern _Atomic(uintptr_t) tessi_primary_base;
 extern _Atomic(size_t) tessi_primary_size;
 static inline size_t tessi_primary_extent(void) {
   return atomic_load_explicit(&tessi_primary_size, memory_order_relaxed);

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-uintptr_t tessi_primary_base;
+_Atomic(uintptr_t) tessi_primary_base;
 _Atomic(size_t) tessi_primary_size;
 tess_page_t *tessi_primary_pages;
 size_t tessi_primary_desc_bytes;
