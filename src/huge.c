@@ -42,10 +42,7 @@ static void put_locked(const tess_huge_t *entry) {
   huge.slots[i] = *entry;
   huge.live++;
   huge.bytes += entry->size;
-}
-
-/* After a block was added (not at a rebuild, which only moves them). */
-static void peaks_raise_locked(void) {
+  /* (a rebuild puts every block back: never above the peaks so far) */
   if (huge.live > huge.peak_live) huge.peak_live = huge.live;
   if (huge.bytes > huge.peak_bytes) huge.peak_bytes = huge.bytes;
 }
@@ -83,10 +80,7 @@ void *tessi_huge_alloc(size_t size, size_t align) {
   tess_huge_t entry = {(uintptr_t)p, usable};
   tessi_lock(&huge.lock);
   bool ok = reserve_locked();
-  if (ok) {
-    put_locked(&entry);
-    peaks_raise_locked();
-  }
+  if (ok) put_locked(&entry);
   tessi_unlock(&huge.lock);
   if (!ok) {
     tessi_plat_release(p, usable);
@@ -131,7 +125,6 @@ void *tessi_huge_realloc(void *p, size_t size) {
       remove_locked(s);
       tess_huge_t entry = {(uintptr_t)q, usable};
       put_locked(&entry);
-      peaks_raise_locked();
     }
   }
   tessi_unlock(&huge.lock);
