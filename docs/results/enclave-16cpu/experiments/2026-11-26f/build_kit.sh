@@ -15,24 +15,9 @@
 # build/bench/enclave and build/enclave-peers.
 set -eu
 cd "$(dirname "$0")/../../../../.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build build -j"$(nproc)" > /dev/null
-scripts/fetch_fixed_peers.sh build > /dev/null
-rm -rf build-dev; mkdir -p build-dev
-cp build/bench/enclave/enclave_bench build/enclave-peers/libfixed_snmalloc.so build-dev/
-cp build/bench/enclave/libfixed_tessalloc.so build-dev/libtess_final.so
-variant() { # name file sed
-  local tree=/tmp/kit_$1
-  rm -rf "$tree"; git worktree prune
-  git worktree add -f "$tree" HEAD > /dev/null 2>&1
-  sed -i "$3" "$tree/$2"
-  git -C "$tree" diff --quiet && { echo "build_kit: $1 changed nothing" >&2; exit 1; }
-  cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
-  cmake --build "$tree/build" -j"$(nproc)" --target fixed_tessalloc > /dev/null
-  cp "$tree/build/bench/enclave/libfixed_tessalloc.so" "build-dev/libtess_$1.so"
-  git worktree remove --force "$tree"
-}
-variant w32 src/heap.c 's/^#define WIDE_BUSY_SHARE 16$/#define WIDE_BUSY_SHARE 32/'
-variant s3 src/internal.h 's/^#define TESS_SPAN_SLACK 2$/#define TESS_SPAN_SLACK 3/'
-variant wide src/heap.c 's/^#define SPAN_SHARED_BY 3$/#define SPAN_SHARED_BY 8/'
+KIT_HEAD=final
+. docs/results/enclave-16cpu/experiments/kit_base.sh
+kit_variant w32 sed -i 's/^#define WIDE_BUSY_SHARE 16$/#define WIDE_BUSY_SHARE 32/' src/heap.c
+kit_variant s3 sed -i 's/^#define TESS_SPAN_SLACK 2$/#define TESS_SPAN_SLACK 3/' src/internal.h
+kit_variant wide sed -i 's/^#define SPAN_SHARED_BY 3$/#define SPAN_SHARED_BY 8/' src/heap.c
 ls build-dev

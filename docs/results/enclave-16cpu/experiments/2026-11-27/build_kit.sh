@@ -14,12 +14,5 @@
 set -eu
 cd "$(dirname "$0")/../../../../.."
 . docs/results/enclave-16cpu/experiments/kit_base.sh
-tree=/tmp/kit_loose
-rm -rf "$tree"; git worktree prune
-git worktree add -f "$tree" HEAD > /dev/null
-git -C "$tree" apply "$PWD/docs/results/enclave/experiments/2026-11-27/loose_spans.patch"
-cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build "$tree/build" -j"$(nproc)" --target fixed_tessalloc > /dev/null
-cp "$tree/build/bench/enclave/libfixed_tessalloc.so" build-dev/libtess_loose.so
-git worktree remove --force "$tree"
+kit_variant loose git apply "$PWD/docs/results/enclave/experiments/2026-11-27/loose_spans.patch"
 ls build-dev
