@@ -430,6 +430,12 @@ void tessi_heap_local_free_done(tess_heap_t *h, tess_page_t *d) {
   if (d->state & TESS_STATE_DETACHED) {
     tessi_list_unlink(&h->full, d);
     d->state &= TESS_STATE_COUNT;
+    /* the frees that came in after the one that took NOTIFY sit on its
+     * remote stack, which only a slow path of its class would look at:
+     * a thread that handed a class's blocks to another to free, and then
+     * allocated other sizes, kept every slab of each class it had used
+     * (OS mode, a review: 1.25 GiB for 64 MiB ever live) */
+    tessi_slab_collect_remote(d);
     bin_push_back(h, d); /* behind the current slab, which stays current */
     if (tessi_primary->is_fixed && ++h->reattached == GIVE_AWAY_AFTER) {
       if (d->state == 0) slab_empty(h, d);

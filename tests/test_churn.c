@@ -2,7 +2,9 @@
  * allocating, freeing blocks that earlier threads left behind, and leaving
  * a few of its own for the next ones. Whatever per-thread state the
  * allocator keeps must be reclaimed at thread exit, so RSS after 10000
- * threads must stay close to RSS after the first 1000.
+ * threads must stay close to RSS after the first 1000. Then one thread
+ * hands the blocks of size after size to another to free: the footprint
+ * must not grow with the number of sizes.
  *
  * The normal build links libtessalloc.a and uses the standard names, so
  * glibc's own thread start/exit allocations go through tessalloc too.
@@ -101,6 +103,71 @@ static long rss_kib(void) {
   return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* One long-lived thread hands every block of one size to another thread,
+ * which frees them all, then goes on to the next size: what the other
+ * thread freed must come back although the first one never asks for that
+ * size again. The slabs of each size stayed, every block but one left on
+ * their remote stacks (only a slow path of the class looked there): the
+ * footprint grew by a round's blocks per size (a review: 1.25 GiB for 64
+ * MiB ever live). */
+enum { HANDED_ROUNDS = 24, HANDED_BYTES = 4 << 20 };
+static pthread_mutex_t handed_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t handed_cond = PTHREAD_COND_INITIALIZER;
+static void **handed_blocks;
+static size_t handed_count;
+static int handed_state; /* 0: none, 1: blocks to free, 2: stop */
+
+static void *handed_freer(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&handed_lock);
+  for (;;) {
+    while (handed_state == 0) pthread_cond_wait(&handed_cond, &handed_lock);
+    if (handed_state == 2) break;
+    for (size_t i = 0; i < handed_count; i++) T_FREE(handed_blocks[i]);
+    handed_state = 0;
+    pthread_cond_broadcast(&handed_cond);
+  }
+  pthread_mutex_unlock(&handed_lock);
+  return NULL;
+}
+
+static void handed_classes(void) {
+  pthread_t freer;
+  REQUIRE(pthread_create(&freer, NULL, handed_freer, NULL) == 0, "pthread_create");
+  size_t most = HANDED_BYTES / 16;
+  handed_blocks = T_MALLOC(most * sizeof(void *));
+  REQUIRE(handed_blocks != NULL, "malloc of the list");
+  size_t first_rounds = 0;
+  for (int round = 0; round < HANDED_ROUNDS; round++) {
+    size_t size = 16 + 48 * (size_t)round; /* a new size class each round */
+    size_t count = HANDED_BYTES / size;
+    for (size_t i = 0; i < count; i++) {
+      handed_blocks[i] = T_MALLOC(size);
+      REQUIRE(handed_blocks[i] != NULL, "malloc(%zu)", size);
+      memset(handed_blocks[i], 0x33, 16);
+    }
+    pthread_mutex_lock(&handed_lock);
+    handed_count = count;
+    handed_state = 1;
+    pthread_cond_broadcast(&handed_cond);
+    while (handed_state != 0) pthread_cond_wait(&handed_cond, &handed_lock);
+    pthread_mutex_unlock(&handed_lock);
+    if (round == 1) first_rounds = tess_footprint(NULL);
+  }
+  size_t end = tess_footprint(NULL);
+  pthread_mutex_lock(&handed_lock);
+  handed_state = 2;
+  pthread_cond_broadcast(&handed_cond);
+  pthread_mutex_unlock(&handed_lock);
+  REQUIRE(pthread_join(freer, NULL) == 0, "pthread_join");
+  T_FREE(handed_blocks);
+  printf("test_churn: %d sizes of %d MiB each freed by another thread: footprint %zu KiB after "
+         "two, %zu KiB after all\n",
+         HANDED_ROUNDS, HANDED_BYTES >> 20, first_rounds >> 10, end >> 10);
+  CHECK(end <= first_rounds + (size_t)HANDED_BYTES, "footprint %zu KiB after %d sizes, %zu KiB "
+        "after two", end >> 10, HANDED_ROUNDS, first_rounds >> 10);
+}
+
 #ifndef TESS_CHURN_API
 /* Threads whose key destructor allocates in every round glibc runs (it
  * runs four, and this one asks for six): the heap a thread takes in the
@@ -182,6 +249,8 @@ int main(int argc, char **argv) {
 #endif
   for (int i = 0; i < g_nhandoff; i++) verify_and_free(&g_handoff[i]);
   CHECK_HEAP("after the churn");
+  handed_classes();
+  CHECK_HEAP("after the sizes freed by another thread");
 #ifdef TESS_CHURN_API
   /* the sanitizer runtimes finish a thread in glibc's last destructor
    * round, and TSan faulted on an allocation made after that */
