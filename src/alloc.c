@@ -125,12 +125,31 @@ static void after_slow_alloc(void) {
 #endif
 }
 
-/* The large block of span d, now h's, counted (a thread allocating one
- * has a heap). */
+/* The large block of span d, now h's, counted (h NULL: a thread that
+ * could get no heap, tessi_large_alloc). */
 static inline void *counted_large_block(tess_heap_t *h, const tess_page_t *d) {
-  TESS_STAT_ADD(h->stats.large_allocs, 1);
-  TESS_STAT_ADD(h->stats.large_bytes_in, (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
+  size_t bytes = (size_t)d->u.span.pages << TESS_PAGE_SHIFT;
+  if (TESS_UNLIKELY(h == NULL)) {
+    TESS_STAT_MINE(large_allocs, 1);
+    TESS_STAT_MINE(large_bytes_in, bytes);
+  } else {
+    TESS_STAT_ADD(h->stats.large_allocs, 1);
+    TESS_STAT_ADD(h->stats.large_bytes_in, bytes);
+  }
   return d->large_block;
+}
+
+/* A slab-sized request of a thread that could get no heap: in a fixed
+ * region full of slabs with live blocks, a heap's struct found no two
+ * free pages in a row, and every request of a fourth call at once in 1
+ * MiB answered NULL with nearly all of it free in orphans' blocks (a
+ * review). Such a thread takes blocks of orphans, under their lists'
+ * locks, until a heap can be had. */
+static TESS_NOINLINE void *heapless_block(unsigned cls, size_t size, size_t align, bool zero) {
+  void *p = tessi_orphan_block(cls, align <= TESS_MIN_ALIGN);
+  if (p == NULL) return fail_nomem();
+  after_slow_alloc();
+  return zero ? memset(p, 0, size) : p;
 }
 
 /* Class cls found no slab (h reclaimed what idle heaps held first): a
@@ -157,7 +176,7 @@ static TESS_NOINLINE void *alloc_any(size_t size, size_t align, bool zero) {
         align <= TESS_MIN_ALIGN ? (int)tessi_class_of(size) : tessi_class_for_aligned(size, align);
     if (cls >= 0) {
       tess_heap_t *h = heap_or_acquire();
-      if (h == NULL) return fail_nomem();
+      if (h == NULL) return heapless_block((unsigned)cls, size, align, zero);
       p = tessi_heap_malloc_class(h, (unsigned)cls, align <= TESS_MIN_ALIGN);
       bool from_slab = p != NULL;
       if (!from_slab) p = slab_fallback(h, (unsigned)cls, size, align, zero); /* zeroed if asked */
@@ -176,8 +195,7 @@ static TESS_NOINLINE void *alloc_any(size_t size, size_t align, bool zero) {
   } else {
     tess_heap_t *h = heap_or_acquire();
     /* the span cache of our own heap was looked at above (align 0) */
-    tess_page_t *d =
-        h != NULL ? tessi_large_alloc(h, size, align, zero, h != own || align != 0) : NULL;
+    tess_page_t *d = tessi_large_alloc(h, size, align, zero, h != own || align != 0);
     if (d != NULL) p = counted_large_block(h, d);
     heap_done(h, own);
   }

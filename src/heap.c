@@ -894,6 +894,42 @@ static inline tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) 
   return orphan_take_filed(h, cls, wait);
 }
 
+/* A block of an orphan with room of a locked list, or NULL: the slab is
+ * not taken, only refiled by its new count (its free lists are the
+ * list's, under its lock, like a free into it). */
+static tess_block_t *orphan_pop_locked(orphan_list_t *list) {
+  tess_page_t *d = orphan_pick_locked(list);
+  if (d == NULL) return NULL;
+  tess_block_t *b = NULL;
+  /* with room: a block on a list, on its remote stack or not yet carved */
+  if (tessi_slab_refill(d)) {
+    b = d->free;
+    d->free = b->next;
+    d->state++;
+  }
+  orphan_file_locked(list, d);
+  return b;
+}
+
+void *tessi_orphan_block(unsigned cls, bool larger) {
+  unsigned top = larger ? tessi_classes[cls].lends_to_top : cls;
+  for (unsigned c = cls; c <= top; c++) {
+    if (atomic_load_explicit(&orphans_filed[c].bits, memory_order_relaxed) == 0) continue;
+    for (unsigned k = 0; k < ORPHAN_SHARDS; k++) {
+      orphan_list_t *list = &orphans[c][k];
+      if (atomic_load_explicit(&list->with_room, memory_order_relaxed) == 0) continue;
+      tessi_lock(&list->lock);
+      tess_block_t *b = orphan_pop_locked(list);
+      orphan_list_unlock(list);
+      if (b != NULL) {
+        TESS_STAT_MINE(allocs[c], 1);
+        return b;
+      }
+    }
+  }
+  return NULL;
+}
+
 /* Every list with a note is locked (waited for) and let go, so that
  * nothing noted is left (the rare note that a holder left for the list's
  * next holder, orphan_note_late): before an allocation answers NULL, and
@@ -993,7 +1029,9 @@ again:
       reclaimed = true;
       goto again;
     }
-    return NULL;
+    /* no page for a slab: a block of an orphan of a class that may lend
+     * to cls (none of cls has room: orphan_take waited for its lists) */
+    return tessi_primary->is_fixed ? tessi_orphan_block(cls, may_borrow) : NULL;
   }
   bin_push_front(h, d);
   tessi_slab_refill(d);
@@ -1158,9 +1196,11 @@ void tessi_heap_reclaim(tess_heap_t *self) {
    * into its full slabs wait for its next slow path of their class, so a
    * thread whose blocks were all freed elsewhere found no room for any
    * other size; and its kept spans, which may merge with their neighbours */
-  heap_trim(self);
-  empty_cache_drain(self);
-  tessi_heap_span_drain(self);
+  if (self != NULL) {
+    heap_trim(self);
+    empty_cache_drain(self);
+    tessi_heap_span_drain(self);
+  }
   /* take every idle heap out while it is worked on, then put them back */
   tess_heap_t *taken = NULL;
   tessi_lock(&pool.lock);
@@ -1212,6 +1252,14 @@ tess_heap_t *tessi_heap_acquire(void) {
     tessi_plat_yield();
   }
   if (h == NULL) h = heap_create();
+  if (h == NULL && tessi_primary->is_fixed && !tessi_fork_holder) {
+    /* no room for the struct (two pages in a row, in a region full of
+     * slabs with live blocks): what idle heaps and frees in flight hold
+     * goes back, and a heap released meanwhile will do */
+    tessi_heap_reclaim(NULL);
+    h = pool_take(&trimming);
+    if (h == NULL) h = heap_create();
+  }
   if (h == NULL) return NULL;
   heaps_in_use_add(1);
   h->span_unfed = true;

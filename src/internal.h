@@ -443,8 +443,14 @@ void tessi_heap_free_block(tess_heap_t *h, tess_page_t *d, tess_block_t *b);
  * pool (collects their frees, returns their empty slabs and caches; in
  * fixed mode their partial slabs become orphans, which any heap takes).
  * The caller then tries once more, whatever the footprint did: another
- * thread's allocation meanwhile may hide what was freed. */
+ * thread's allocation meanwhile may hide what was freed. self may be NULL
+ * (a thread without a heap). */
 void tessi_heap_reclaim(tess_heap_t *self);
+/* Fixed mode, no page left for a slab: a block of an orphan of class cls,
+ * or with `larger` of a class that may lend it blocks (heap.c, borrowing),
+ * taken without taking the slab; NULL when none has room. For a heap out
+ * of pages, and a thread that could get no heap at all. */
+void *tessi_orphan_block(unsigned cls, bool larger);
 /* Locks and lets go of every orphan list with a late free noted, so that
  * the notes a holder left for the list's next holder are collected (the
  * reclaim, fork()'s child; heap.c, orphan_note_late). */
@@ -607,7 +613,9 @@ void tessi_heaps_fork_child(void);
 
 /* ----------------------------------------------------------------- large */
 /* The span of a new large block of at least `size` bytes, or NULL.
- * try_cache: look in h's span cache first (false when the caller has). */
+ * try_cache: look in h's span cache first (false when the caller has).
+ * h NULL: a thread that could get no heap (fixed mode, no room for its
+ * struct): the block is nobody's to keep. */
 tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero,
                                bool try_cache);
 /* A large block freed by a thread other than its owner: counted, and back

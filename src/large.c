@@ -11,24 +11,26 @@ tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool z
   size_t align_pages = align > TESS_PAGE_SIZE ? align >> TESS_PAGE_SHIFT : 1;
   if (pages == 0) pages = 1;
   if (pages > UINT32_MAX || align_pages > UINT32_MAX) return NULL;
-  tess_page_t *d = try_cache && align_pages == 1 ? tessi_heap_span_take(h, pages) : NULL;
+  tess_page_t *d =
+      h != NULL && try_cache && align_pages == 1 ? tessi_heap_span_take(h, pages) : NULL;
   bool is_zero = false;
   if (d == NULL) {
-    tessi_heap_span_trip(h);
+    tess_partition_t *home = h != NULL ? h->home : &tessi_primary->partitions[0];
+    if (h != NULL) tessi_heap_span_trip(h);
     tessi_purge_if_due();
     /* a big block takes the lowest run that fits: the spans the heap
      * keeps go back first, to join their free neighbours (kept, one split
      * a 16 MiB region so that it held 14 blocks of 1 MiB, not 15) */
-    if (tessi_pages_big(h->home, pages, align_pages)) tessi_heap_span_drain(h);
+    if (h != NULL && tessi_pages_big(home, pages, align_pages)) tessi_heap_span_drain(h);
     tess_partition_t *from;
-    d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
+    d = tessi_pages_alloc(home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
     if (d == NULL) {
       tessi_heap_reclaim(h);
-      d = tessi_pages_alloc(h->home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
+      d = tessi_pages_alloc(home, pages, align_pages, TESS_PAGE_LARGE, &is_zero, &from);
     }
     if (d == NULL) return NULL;
   }
-  d->large_owner = h;
+  d->large_owner = h; /* (NULL: no heap keeps it when freed) */
   d->large_block = (void *)tessi_page_addr(tessi_region_of_page(d), d);
   if (zero && !is_zero) memset(d->large_block, 0, size);
   return d;

@@ -11,6 +11,11 @@
  *   exhaustion   allocate until NULL (ENOMEM), free everything, allocate
  *                again: within 1% of the first total; in 1 MiB and 64 MiB
  *                regions, with small and with page-span sizes
+ *   heapless     calls that can get no heap (no two free pages in a row
+ *                for its struct, 1 MiB full of slabs with a live block
+ *                each) take blocks of orphans: no NULL
+ *   borrow-orphans  out of pages, 2048-byte requests take the free blocks
+ *                of 3072-byte orphans
  *   big-after-kept  a large span the heap keeps in its cache does not
  *                cost a big block its place: 1 MiB blocks fill a 16 MiB
  *                region as often with it kept as without (14 against 15)
@@ -195,6 +200,7 @@ static void free_all(block_list_t *list) {
 static size_t small_sizes(size_t i) { return 1 + (i * 7919) % 3000; }
 static size_t page_sizes(size_t i) { return 5000 + (i * 104729) % 60000; }
 static size_t mixed_sizes(size_t i) { return i % 5 == 4 ? page_sizes(i) : small_sizes(i); }
+static size_t small_16(size_t i) { return (void)i, 16; }
 
 /* ------------------------------------------------------------- integrity */
 
@@ -1664,6 +1670,98 @@ static void heap_in_holes(void) {
   CHECK_HEAP("after the threads");
 }
 
+/* A call that needs a new heap while the region is full of slabs, each
+ * holding one live block, still gets blocks: the struct of a fourth heap
+ * in 1 MiB found no two free pages in a row, and every request of that
+ * call answered NULL with 96 % of the region free in orphans' blocks (a
+ * review). It takes them from orphans until it can have a heap. */
+enum { HEAPLESS_CALLS = 6 };
+static pthread_barrier_t heapless_barrier;
+static atomic_int heapless_nulls;
+
+static void *heapless_call(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&heapless_barrier);
+  void *small = tess_malloc(16), *zeroed = tess_calloc(2, 8);
+  pthread_barrier_wait(&heapless_barrier); /* every call has taken its heap, or none */
+  if (small == NULL) atomic_fetch_add(&heapless_nulls, 1);
+  if (zeroed == NULL) atomic_fetch_add(&heapless_nulls, 1);
+  for (size_t i = 0; zeroed != NULL && i < 16; i++) {
+    CHECK(((unsigned char *)zeroed)[i] == 0, "calloc byte %zu is not zero", i);
+  }
+  if (small != NULL) memset(small, 0x77, 16);
+  tess_free(small);
+  tess_free(zeroed);
+  tess_thread_cleanup();
+  return NULL;
+}
+
+static void heapless(void) {
+  init_region(1 * MiB);
+  block_list_t list = {0};
+  size_t total = fill_up(&list, small_16);
+  /* one block per page stays */
+  size_t kept = 0;
+  uintptr_t page = 0;
+  for (size_t i = 0; i < list.count; i++) {
+    if ((uintptr_t)list.ptr[i] / 4096 != page) {
+      page = (uintptr_t)list.ptr[i] / 4096;
+      list.ptr[kept++] = list.ptr[i];
+    } else {
+      tess_free(list.ptr[i]);
+    }
+  }
+  list.count = kept;
+  tess_thread_cleanup();
+  REQUIRE(pthread_barrier_init(&heapless_barrier, NULL, HEAPLESS_CALLS) == 0, "barrier");
+  pthread_t threads[HEAPLESS_CALLS];
+  for (int t = 0; t < HEAPLESS_CALLS; t++) {
+    REQUIRE(pthread_create(&threads[t], NULL, heapless_call, NULL) == 0, "thread");
+  }
+  for (int t = 0; t < HEAPLESS_CALLS; t++) pthread_join(threads[t], NULL);
+  printf("heapless: 1 MiB filled with %zu bytes of 16-byte blocks, one kept per page (%zu): %d "
+         "of %d requests of %d calls at once answered NULL\n",
+         total, kept, atomic_load(&heapless_nulls), 2 * HEAPLESS_CALLS, HEAPLESS_CALLS);
+  CHECK(atomic_load(&heapless_nulls) == 0, "%d requests NULL", atomic_load(&heapless_nulls));
+  free_all(&list);
+  free(list.ptr);
+}
+
+/* Out of pages, a request takes a block of an orphan of a larger class
+ * that may lend to its own (blocks up to TESS_BORROW_WINDOW times its
+ * size): 2048-byte requests got 20 KiB of a 16 MiB region whose orphans
+ * held 11.7 MiB of free 3072-byte blocks, 200-byte ones nothing beside
+ * 1024-byte blocks (a review). */
+static size_t fill_3000(size_t i) { return (void)i, 3000; }
+static size_t fill_2048(size_t i) { return (void)i, 2048; }
+
+static void borrow_orphans(void) {
+  init_region(4 * MiB);
+  block_list_t list = {0};
+  size_t filled = fill_up(&list, fill_3000);
+  size_t kept = 0;
+  for (size_t i = 0; i < list.count; i++) {
+    if (i % 4 == 0)
+      list.ptr[kept++] = list.ptr[i];
+    else
+      tess_free(list.ptr[i]);
+  }
+  list.count = kept;
+  tess_thread_cleanup(); /* its slabs become orphans */
+  block_list_t more = {0};
+  size_t got = fill_up(&more, fill_2048);
+  printf("borrow-orphans: 4 MiB filled with %zu bytes of 3000-byte blocks, a quarter kept: then "
+         "%zu bytes of 2048-byte blocks\n",
+         filled, got);
+  /* three quarters of the 3072-byte blocks are free: as many 2048-byte
+   * requests fit */
+  CHECK(got * 4 >= filled * 2, "%zu bytes of 2048-byte blocks after %zu of 3000", got, filled);
+  free_all(&more);
+  free_all(&list);
+  free(more.ptr);
+  free(list.ptr);
+}
+
 /* Heaps in use keep at most 1/128 of a small region each in freed large
  * spans: the floor of their shared budget was 32 KiB whatever the
  * region, and 16 live heaps that had freed blocks of 2 pages kept 512 KiB
@@ -2482,6 +2580,7 @@ static const scenario_t scenarios[] = {
     {"churn", churn},           {"huge-sizes", huge_sizes}, {"errors", errors},
     {"shrink-full", shrink_full}, {"align-region", align_region}, {"align-bound", align_bound},
     {"heap-in-holes", heap_in_holes}, {"live-heaps-small", live_heaps_small},
+    {"heapless", heapless},     {"borrow-orphans", borrow_orphans},
     {"bin-depth", bin_depth},   {"aligned-holes", aligned_holes}, {"slab-holes", slab_holes},
     {"late", late},             {"peak", peak},     {"peak-full", peak_full},
     {"meta-across", meta_across}, {"grow-across", grow_across}, {"fork-across", fork_across},
