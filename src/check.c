@@ -202,6 +202,10 @@ static void walk_region(walk_t *w, tess_region_t *r) {
         fail(w, "page map: free span without its tail", addr, false);
         return;
       }
+      if (d->span_dirty > pages || !(d->flags & TESS_SPAN_DIRTY) != (d->span_dirty == 0)) {
+        fail(w, "page map: free span with a bad count of dirty pages", addr, false);
+        return;
+      }
     } else if (d->kind == TESS_PAGE_LARGE) {
       for (size_t k = 1; k < pages; k++) {
         if (d[k].kind != TESS_PAGE_NONE || d[k].head_delta != 0) {

@@ -78,9 +78,18 @@ static void bin_remove(tess_partition_t *p, tess_page_t *d) {
   d->next = d->prev = NULL;
 }
 
-static void write_free_span(tess_page_t *head, size_t pages, uint16_t flags, uint32_t freed_at) {
+/* `dirty`: how many of its pages may be resident, at most all (a bound kept
+ * through merges and splits: DIRTY when not 0). Merged with the flag alone,
+ * a small free next to a decommitted span, or to a partition's untouched
+ * end, made all of it dirty: the statistics' committed bytes read 32 GiB
+ * with 1 MiB resident, and every later small free there had the whole
+ * range decommitted again (a review). */
+static void write_free_span(tess_page_t *head, size_t pages, uint16_t flags, uint32_t freed_at,
+                            size_t dirty) {
+  dirty = TESS_MIN(dirty, pages);
   head->kind = TESS_PAGE_FREE;
-  head->flags = flags;
+  head->flags = (uint16_t)((flags & ~TESS_SPAN_DIRTY) | (dirty != 0 ? TESS_SPAN_DIRTY : 0));
+  head->span_dirty = dirty;
   head->head_delta = 0;
   head->u.span.pages = (uint32_t)pages;
   head->u.span.freed_at_ms = freed_at;
@@ -93,9 +102,9 @@ static void write_free_span(tess_page_t *head, size_t pages, uint16_t flags, uin
   }
 }
 
-/* Merged flags: zero only if both were, dirty if either was. */
+/* Merged flags: zero only if both were (dirty is counted: write_free_span). */
 static inline uint16_t merge_flags(uint16_t a, uint16_t b) {
-  return (uint16_t)(((a & b) & TESS_SPAN_ZERO) | ((a | b) & TESS_SPAN_DIRTY));
+  return (uint16_t)((a & b) & TESS_SPAN_ZERO);
 }
 
 static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0 ? a : b; }
@@ -279,7 +288,7 @@ void tessi_span_os_counts(size_t *dirty, size_t *decommitted) {
       tessi_lock(&p->lock);
       for (unsigned b = 0; b < TESS_SPAN_BINS; b++) {
         for (tess_page_t *d = p->bins[b]; d != NULL; d = d->next) {
-          if (d->flags & TESS_SPAN_DIRTY) pages += d->u.span.pages;
+          pages += d->span_dirty;
         }
       }
       tessi_unlock(&p->lock);
@@ -316,7 +325,7 @@ static void schedule_purge(tess_partition_t *p, uint32_t due) {
 /* Insert [head, head+pages) as free, merging with free neighbours; returns
  * the merged span's head. The caller has cleared head's descriptor. */
 static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size_t pages,
-                                    uint16_t flags, uint32_t freed_at) {
+                                    uint16_t flags, uint32_t freed_at, size_t dirty) {
   if (head > first_page(p)) {
     tess_page_t *left = head - 1;
     uint8_t left_kind = kind_of(left);
@@ -327,6 +336,7 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
       bin_remove(p, left_head);
       size_t left_pages = left_head->u.span.pages;
       flags = merge_flags(flags, left_head->flags);
+      dirty += left_head->span_dirty;
       freed_at = later(freed_at, left_head->u.span.freed_at_ms);
       if (left != left_head) clear_desc(left);
       head = left_head;
@@ -338,12 +348,13 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
     bin_remove(p, right);
     size_t right_pages = right->u.span.pages;
     flags = merge_flags(flags, right->flags);
+    dirty += right->span_dirty;
     freed_at = later(freed_at, right->u.span.freed_at_ms);
     clear_desc(right); /* its tail becomes ours and is rewritten below */
     pages += right_pages;
   }
   if (pages > 1) clear_desc(head + pages - 1);
-  write_free_span(head, pages, flags, freed_at);
+  write_free_span(head, pages, flags, freed_at, dirty);
   bin_push(p, head);
   return head;
 }
@@ -386,7 +397,7 @@ static void deferred_drain_locked(tess_partition_t *p) {
     tess_page_t *next = head->next;
     size_t pages = head->u.span.pages;
     clear_desc(head);
-    coalesce_insert(p, head, pages, TESS_SPAN_DIRTY, 0);
+    coalesce_insert(p, head, pages, 0, 0, pages);
     p->free_pages += pages;
     drained += pages;
     head = next;
@@ -501,7 +512,7 @@ static inline bool partition_trylock(tess_partition_t *p) {
 
 void tessi_span_init_partition(tess_partition_t *p, bool is_zero) {
   size_t pages = p->end_page - p->first_page;
-  write_free_span(first_page(p), pages, is_zero ? TESS_SPAN_ZERO : 0, 0);
+  write_free_span(first_page(p), pages, is_zero ? TESS_SPAN_ZERO : 0, 0, 0);
   bin_push(p, first_page(p));
   p->free_pages = pages;
   p->high_water = p->first_page;
@@ -618,17 +629,18 @@ tess_page_t *tessi_span_alloc(tess_partition_t *p, size_t pages, size_t align_pa
   size_t total = head->u.span.pages;
   uint16_t flags = head->flags;
   uint32_t freed_at = head->u.span.freed_at_ms;
+  size_t dirty = head->span_dirty; /* where, unknown: each piece keeps as many */
   size_t trail = total - lead - pages;
   if (total > 1) clear_desc(head + total - 1);
   clear_desc(head);
   /* the pieces left over keep the span's state; their outer neighbours
    * are not free (or they would have been merged), so no coalescing */
   if (lead > 0) {
-    write_free_span(head, lead, flags, freed_at);
+    write_free_span(head, lead, flags, freed_at, dirty);
     bin_push(p, head);
   }
   if (trail > 0) {
-    write_free_span(head + lead + pages, trail, flags, freed_at);
+    write_free_span(head + lead + pages, trail, flags, freed_at, dirty);
     bin_push(p, head + lead + pages);
   }
   /* stamped under the lock: coalescing in other threads reads the kind
@@ -662,12 +674,13 @@ static tess_page_t *free_span_at_start(tess_partition_t *p) {
 
 /* Free spans of [start, start+pages) back into the partitions they lie in
  * (their outer neighbours are not free: no coalescing). */
-static void give_back_locked(tess_region_t *r, tess_page_t *start, size_t pages, uint16_t flags) {
+static void give_back_locked(tess_region_t *r, tess_page_t *start, size_t pages, uint16_t flags,
+                             size_t dirty) {
   for (unsigned i = 0; i < r->partition_count && pages > 0; i++) {
     tess_partition_t *p = &r->partitions[i];
     if (start >= end_page(p)) continue;
     size_t here = TESS_MIN(pages, (size_t)(end_page(p) - start));
-    write_free_span(start, here, flags, 0);
+    write_free_span(start, here, flags, 0, dirty);
     bin_push(p, start);
     p->free_pages += here;
     start += here;
@@ -708,10 +721,12 @@ static void open_unlock_all(tess_region_t *r, unsigned open) { range_unlock(r, 0
 static uint16_t run_take_locked(tess_region_t *r, tess_page_t *run, size_t run_pages, size_t lead,
                                 size_t pages) {
   uint16_t flags = TESS_SPAN_ZERO;
+  size_t dirty = 0;
   for (tess_page_t *d = run; d < run + run_pages;) {
     tess_partition_t *p = tessi_partition_of(r, d);
     size_t span = d->u.span.pages;
     flags = merge_flags(flags, d->flags);
+    dirty += d->span_dirty;
     bin_remove(p, d);
     p->free_pages -= span;
     if (span > 1) clear_desc(d + span - 1);
@@ -726,8 +741,8 @@ static uint16_t run_take_locked(tess_region_t *r, tess_page_t *run, size_t run_p
     d = stop;
   }
   size_t trail = run_pages - lead - pages;
-  if (lead > 0) give_back_locked(r, run, lead, flags);
-  if (trail > 0) give_back_locked(r, run + lead + pages, trail, flags);
+  if (lead > 0) give_back_locked(r, run, lead, flags, dirty);
+  if (trail > 0) give_back_locked(r, run + lead + pages, trail, flags, dirty);
   return flags;
 }
 
@@ -826,10 +841,11 @@ bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_
     size_t right_pages = right->u.span.pages;
     uint16_t flags = right->flags;
     uint32_t freed_at = right->u.span.freed_at_ms;
+    size_t dirty = right->span_dirty;
     if (right_pages > 1) clear_desc(right + right_pages - 1);
     clear_desc(right);
     if (right_pages > extra) {
-      write_free_span(right + extra, right_pages - extra, flags, freed_at);
+      write_free_span(right + extra, right_pages - extra, flags, freed_at, dirty);
       bin_push(p, right + extra);
     }
     p->free_pages -= extra;
@@ -859,7 +875,7 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
     if ((p->nonempty[b >> 6] & ((uint64_t)1 << (b & 63))) == 0) continue;
     for (tess_page_t *d = p->bins[b], *after; d != NULL; d = after) {
       after = d->next;
-      if (!(d->flags & TESS_SPAN_DIRTY) || d->u.span.pages < min_pages) continue;
+      if (d->span_dirty < min_pages) continue;
       uint32_t due = d->u.span.freed_at_ms + delay;
       if ((int32_t)(now - due) >= 0) {
         bin_remove(p, d);
@@ -882,9 +898,9 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
      * every round would try it again */
     bool dropped = tessi_plat_decommit((void *)tessi_page_addr(p->region, d),
                                        (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
-    d->flags = dropped ? TESS_SPAN_ZERO : 0; /* the parked span's, ours alone */
+    d->flags = dropped ? TESS_SPAN_ZERO : 0; /* the parked span's, ours alone; none dirty */
     if (dropped) {
-      atomic_fetch_add_explicit(&decommitted_pages, d->u.span.pages, memory_order_relaxed);
+      atomic_fetch_add_explicit(&decommitted_pages, d->span_dirty, memory_order_relaxed);
     }
   }
   tessi_lock(&p->lock);
@@ -896,7 +912,7 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
     uint16_t flags = d->flags;
     if (pages > 1) clear_desc(d + pages - 1);
     clear_desc(d);
-    coalesce_insert(p, d, pages, flags, freed_at);
+    coalesce_insert(p, d, pages, flags, freed_at, 0);
   }
 }
 
@@ -904,12 +920,12 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
 static footprint_change_t span_free_locked(tess_partition_t *p, tess_page_t *head, size_t pages) {
   uint32_t now = p->region->is_fixed ? 0 : tessi_plat_now_ms();
   clear_desc(head);
-  tess_page_t *merged = coalesce_insert(p, head, pages, TESS_SPAN_DIRTY, now);
+  tess_page_t *merged = coalesce_insert(p, head, pages, 0, now, pages);
   p->free_pages += pages;
   footprint_change_t change = partition_count(p);
   if (!p->region->is_fixed) {
-    size_t merged_bytes = (size_t)merged->u.span.pages << TESS_PAGE_SHIFT;
-    if (p->next_purge_ms == 0 && merged_bytes >= tessi_options.decommit_min) {
+    size_t dirty_bytes = (size_t)merged->span_dirty << TESS_PAGE_SHIFT;
+    if (p->next_purge_ms == 0 && dirty_bytes >= tessi_options.decommit_min) {
       schedule_purge(p, now + tessi_options.decommit_delay_ms);
     }
     if (p->next_purge_ms != 0 && (int32_t)(now - p->next_purge_ms) >= 0) {

@@ -96,7 +96,7 @@ enum tess_page_kind {
 
 /* flags of a free span head */
 #define TESS_SPAN_ZERO 0x01  /* every byte known to be zero */
-#define TESS_SPAN_DIRTY 0x02 /* resident, may be decommitted */
+#define TESS_SPAN_DIRTY 0x02 /* span_dirty > 0: pages resident, to decommit */
 
 /* low bit of slab->remote: the slab is detached and the next remote free
  * must tell the owner (blocks are 16-byte aligned, so the bit is free) */
@@ -114,6 +114,7 @@ typedef struct tess_page_s {
   union {
     tess_block_t *free;              /* slab: blocks to allocate */
     struct tess_heap_s *large_owner; /* large: the heap that allocated it */
+    uint64_t span_dirty;             /* free head: pages that may be resident (span.c) */
   };
   union {
     tess_block_t *local_free; /* slab: blocks freed by the owner */

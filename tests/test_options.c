@@ -10,6 +10,11 @@
  *                    passed, then goes on the next allocation slow path
  *   decommit-min     TESS_DECOMMIT_MIN=12M: a free 8 MiB span stays resident,
  *                    the 16 MiB span it merges into later does not
+ *   committed-count  a freed 2 MiB block merged with its partition's
+ *                    untouched end: committed counts its pages, not the
+ *                    partition's (it read 32 GiB with 1 MiB resident)
+ *   decommit-count   TESS_DECOMMIT_DELAY_MS=0: an 8 MiB block freed there
+ *                    adds 8 MiB to the decommitted bytes, not the span's
  *   huge             TESS_HUGE_THRESHOLD=4M: a 6 MiB block is its own mapping,
  *                    unmapped on free, and realloc moves it with mremap
  *   small-reserve    TESS_RESERVE=16M: more memory than the first region holds
@@ -393,6 +398,38 @@ static void fork_decommit(void) {
   CHECK_HEAP("after the forks");
 }
 
+/* A freed span merges with the untouched pages at its partition's end:
+ * only its own pages count as committed, and only they as decommitted.
+ * With a flag for "dirty", the merged span was dirty as a whole: the
+ * statistics read 32 GiB committed with 1 MiB resident (a review), and
+ * each decommit counted the partition's whole untouched end. */
+static void stats_of(struct tess_stats *s) {
+  REQUIRE(tess_stats_get(s, sizeof *s) == 0, "tess_stats_get");
+}
+
+static void committed_count(void) {
+  tess_free(touched(2 * MiB));
+  struct tess_stats s;
+  stats_of(&s);
+  printf("committed-count: footprint %llu KiB, committed %llu KiB\n",
+         (unsigned long long)s.footprint >> 10, (unsigned long long)s.committed >> 10);
+  CHECK(s.committed <= s.footprint + 4 * MiB, "committed %llu KiB, footprint %llu KiB",
+        (unsigned long long)s.committed >> 10, (unsigned long long)s.footprint >> 10);
+}
+
+static void decommit_count(void) {
+  struct tess_stats before, after;
+  tess_free(tess_malloc(100)); /* a heap, whose first slab is counted before */
+  stats_of(&before);
+  tess_free(touched(8 * MiB));
+  stats_of(&after);
+  uint64_t given = after.decommitted - before.decommitted;
+  printf("decommit-count: an 8 MiB block freed, %llu KiB decommitted\n",
+         (unsigned long long)given >> 10);
+  CHECK(given >= 8 * MiB && given <= 9 * MiB, "%llu KiB decommitted for 8 MiB",
+        (unsigned long long)given >> 10);
+}
+
 /* ---------------------------------------------------------------- driver */
 
 typedef struct scenario_s {
@@ -409,6 +446,8 @@ static const scenario_t scenarios[] = {
      {"TESS_DECOMMIT_DELAY_MS=300", "TESS_DECOMMIT_MIN=64K"},
      {0}},
     {"decommit-min", decommit_min, {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=12M"}, {0}},
+    {"committed-count", committed_count, {"TESS_DECOMMIT_DELAY_MS=600000"}, {0}},
+    {"decommit-count", decommit_count, {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=64K"}, {0}},
     {"huge", huge, {"TESS_HUGE_THRESHOLD=4M"}, {0}},
     {"small-reserve", small_reserve, {"TESS_RESERVE=16M"}, {0}},
     {"address-limit", address_limit, {0}, {0}},
