@@ -116,7 +116,8 @@ struct tess_stats {
   uint64_t footprint;      /* bytes of the region(s) handed out, metadata included */
   uint64_t peak_footprint; /* highest footprint so far (see tess_footprint) */
   uint64_t region_bytes;   /* fixed: the region; OS mode: address space reserved */
-  uint64_t committed;      /* OS mode: footprint + free pages not yet decommitted */
+  uint64_t committed;      /* OS mode: footprint + free pages not yet decommitted
+                              (a bound: at most the pages freed since) */
   uint64_t decommitted;    /* OS mode: bytes given back to the OS so far */
   uint64_t heaps_in_use;   /* heaps held by threads */
   uint64_t heaps_pooled;   /* idle heaps waiting for a thread */
