@@ -70,6 +70,12 @@ unsigned tessi_plat_cpu_count(void);
 bool tessi_plat_thread_exit_init(void (*on_exit)(void *arg));
 void tessi_plat_thread_watch(void *arg);
 
+/* The calling thread's id as the OS knows it, and whether the thread of
+ * that id in this process has exited (0 and false where the platform
+ * cannot tell). Neither changes errno. */
+int32_t tessi_plat_thread_id(void);
+bool tessi_plat_thread_gone(int32_t id);
+
 /* Run these around fork() (no-op where there is no fork). */
 void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 /* Override builds only (OS platform): glibc's own __register_atfork,

@@ -60,6 +60,13 @@ bool tessi_plat_thread_exit_init(void (*on_exit)(void *arg)) {
 
 void tessi_plat_thread_watch(void *arg) { (void)arg; }
 
+int32_t tessi_plat_thread_id(void) { return 0; }
+
+bool tessi_plat_thread_gone(int32_t id) {
+  (void)id;
+  return false;
+}
+
 void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
   (void)prepare;
   (void)parent;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,6 +117,15 @@ void tessi_plat_thread_watch(void *arg) {
   if (atomic_load_explicit(&thread_key_ready, memory_order_acquire)) {
     pthread_setspecific(thread_key, arg);
   }
+}
+
+int32_t tessi_plat_thread_id(void) { return (int32_t)syscall(SYS_gettid); }
+
+bool tessi_plat_thread_gone(int32_t id) {
+  int saved = errno;
+  bool gone = syscall(SYS_tgkill, (long)getpid(), (long)id, 0L) != 0 && errno == ESRCH;
+  errno = saved;
+  return gone;
 }
 
 #if TESS_OVERRIDE
