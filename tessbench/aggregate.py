@@ -63,6 +63,8 @@ TOUCHED = "peak_touched_bytes"
 
 #: The baseline of the fixed-heap workloads, unless told otherwise.
 DEFAULT_FIXED_BASELINE = "dlmalloc"
+#: meta.json's kind of a workload that runs in one fixed heap (workloads.py)
+FIXED_KIND = "fixed"
 #: Results.geomeans' name for each workload's memory metric.
 MEMORY = "memory"
 
@@ -567,14 +569,23 @@ class Results:
         present = {k[1] for k in self.cells if k[0] == workload}
         return [a for a in self.allocators if a in present]
 
-    def baseline_of(self, workload: str) -> str:
-        """The allocator the workload's ratios are taken to: the baseline when
-        it ran the workload, else the fixed-heap baseline when that did, else
-        the baseline (and the workload has no ratios)."""
+    def is_fixed_heap(self, workload: str) -> bool:
+        """Whether the workload runs in a fixed heap: its kind in meta.json;
+        for results without one, whether the fixed-heap baseline ran it and
+        the baseline did not."""
+        info = self.meta.workloads.get(workload)
+        if info is not None and info.kind:
+            return info.kind == FIXED_KIND
         ran = {k[1] for k in self.cells if k[0] == workload}
-        if self.baseline in ran or self.fixed_baseline not in ran:
-            return self.baseline
-        return self.fixed_baseline
+        return self.baseline not in ran and self.fixed_baseline in ran
+
+    def baseline_of(self, workload: str) -> str:
+        """The allocator the workload's ratios are taken to: the fixed-heap
+        baseline for a fixed-heap workload, else the baseline (a workload its
+        baseline did not run has no ratios). By kind, not by who ran it: with
+        tessalloc as the baseline, which runs both kinds, the enclave
+        workloads were taken to it rather than to dlmalloc."""
+        return self.fixed_baseline if self.is_fixed_heap(workload) else self.baseline
 
     def memory_metric(self, workload: str) -> str:
         """The workload's memory metric: heap bytes touched where the program
@@ -602,13 +613,14 @@ class Results:
                         workloads)
 
     def groups(self) -> list[Group]:
-        """The workloads by baseline: those of the baseline, then those of the
-        fixed-heap baseline (a group with no workload is left out)."""
+        """The workloads by kind: the process-wide ones against the baseline,
+        then the fixed-heap ones against the fixed-heap baseline (a group
+        with no workload is left out)."""
         out: list[Group] = []
-        for title, base in (("process-wide workloads", self.baseline),
-                            ("fixed-heap workloads", self.fixed_baseline)):
-            names = tuple(w for w in self.workloads if self.baseline_of(w) == base)
-            if names and not (out and out[0].baseline == base):
+        for title, base, fixed in (("process-wide workloads", self.baseline, False),
+                                   ("fixed-heap workloads", self.fixed_baseline, True)):
+            names = tuple(w for w in self.workloads if self.is_fixed_heap(w) == fixed)
+            if names:
                 out.append(Group(title, base, names))
         return out
 

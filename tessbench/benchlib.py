@@ -431,8 +431,15 @@ def utc_now() -> str:
 
 
 def write_json_atomic(doc: Mapping[str, object], path: Path) -> None:
-    """Write doc as indented JSON to path through a temporary file."""
+    """Write doc as indented JSON to path through a temporary file, which a
+    write that fails (the disk full) removes; the OSError then names path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise

@@ -107,10 +107,14 @@ def check_baselines(baselines: Sequence[tuple[str, Optional[str]]],
                              f"({', '.join(allocators) or 'none'})")
 
 
-def error_line(exc: BaseException) -> str:
-    """An exception as one line; an OSError as 'path: reason' (without [Errno N])."""
-    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
-        return f"{exc.filename}: {exc.strerror}"
+def error_line(exc: BaseException, where: Optional[Path] = None) -> str:
+    """An exception as one line; an OSError as 'path: reason' (without
+    [Errno N]), the path `where` when the error names none (a write that
+    failed: the disk full)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        path = exc.filename if exc.filename is not None else where
+        if path is not None:
+            return f"{path}: {exc.strerror}"
     return " ".join(str(exc).split())
 
 
@@ -153,7 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not args.no_report:
             make_report(out, baseline, fixed_baseline)
     except (OSError, ValueError) as exc:  # NothingToRun, a bad --out, a write that failed
-        log(error_line(exc))
+        log(error_line(exc, out))
         return 2
     return 1 if failed else 0
 
@@ -194,7 +198,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         for png in plot.plot_all(out, args.baseline, args.fixed_baseline):
             log(f"wrote {png}")
     except (OSError, ValueError) as exc:  # unreadable results, an unwritable directory
-        log(error_line(exc))
+        log(error_line(exc, out))
         return 2
     return 0
 
@@ -207,7 +211,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         check_results_baselines(out, args.baseline, args.fixed_baseline)
         make_report(out, args.baseline, args.fixed_baseline)
     except (OSError, ValueError) as exc:  # unreadable results, an unwritable directory
-        log(error_line(exc))
+        log(error_line(exc, out))
         return 2
     return 0
 
@@ -231,7 +235,11 @@ def cmd_peers(args: argparse.Namespace) -> int:
     build = runner.repo_path(args.build)
     cache = runner.repo_path(args.peers_cache)
     if args.install:
-        peers_mod.fetch_peers(cache)
+        try:
+            peers_mod.fetch_peers(cache)
+        except OSError as exc:  # a cache that cannot be made or written
+            log(error_line(exc, cache))
+            return 2
         install_fixed_peers(build)
     known, notes = allocators(build, cache)
     print(f"{'allocator':<16} {'process-wide':<13} {'fixed heap':<11} version / source")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import errno
+import json
 import shlex
 import shutil
 import tempfile
@@ -411,10 +412,32 @@ DERIVED_DIRS = ("plots", "series")
 DERIVED_FILES = ("report.md", "report.html")
 
 
+class NotResults(ValueError):
+    """The results directory holds files that no earlier run wrote."""
+
+
+def earlier_results(out: Path) -> bool:
+    """Whether out is empty or holds an earlier run's results (a meta.json
+    that tessbench wrote)."""
+    if not any(out.iterdir()):
+        return True
+    try:
+        meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "tessbench" in meta
+
+
 def prepare_out(out: Path) -> None:
-    """Makes the results directory, or raises OSError naming it."""
+    """Makes the results directory, or raises OSError naming it; raises
+    NotResults for a directory with files of its own, which a run would
+    delete or overwrite (a review: `--out .` in a folder of the user's
+    removed its plots/ and report.md)."""
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(out))
+    if out.is_dir() and not earlier_results(out):
+        raise NotResults(f"{out}: holds files that are not an earlier tessbench run's (no meta.json "
+                         "of tessbench); give an empty or new directory")
     out.mkdir(parents=True, exist_ok=True)
 
 

@@ -175,10 +175,16 @@ def missing_parts(build: Path, workload: Workload) -> Optional[str]:
         needed.append(prog)
     if workload.name == "x509-fixed":
         needed.append(fixed_shim_path(build))
-    absent = [str(p) for p in needed if not p.exists()]
-    if absent:
-        return "not built: " + ", ".join(absent)
-    return None
+    absent = [p for p in needed if not p.exists()]
+    if not absent:
+        return None
+    # CMake leaves a note where a program could not be built (tb_x509 without
+    # mbedtls 2.x): building again would not help
+    for p in absent:
+        why = p.with_name(p.name + ".missing")
+        if why.is_file():
+            return f"{p.name} not built: {why.read_text(encoding='utf-8').strip()}"
+    return "not built: " + ", ".join(str(p) for p in absent)
 
 
 def command(workload: Workload, build: Path, threads: int, seed: int, quick: bool,

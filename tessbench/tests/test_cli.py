@@ -173,6 +173,26 @@ class RunCommandTest(unittest.TestCase):
                 self.assertIn(str(out), lines[0])
         self.assertEqual(afile.read_text(), "mine\n")
 
+    def test_disk_full_names_the_path(self) -> None:
+        """A write that fails names no file: the line gives the results
+        directory, and no temporary file is left (a review)."""
+        out = self.tmp / "out"
+        real = Path.write_text
+
+        def full(path: Path, *args: object, **kwargs: object) -> int:
+            if path.name.endswith(".tmp"):
+                real(path, "partial")
+                raise OSError(28, "No space left on device")
+            return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+        with mock.patch.object(Path, "write_text", full):
+            code, lines = self.run_cli("--out", str(out), "--allocators", "glibc")
+        self.assertEqual(code, 2)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn(str(out / "meta.json"), lines[0])
+        self.assertIn("No space left on device", lines[0])
+        self.assertEqual([p.name for p in out.glob("*.tmp")], [])
+
     def test_nothing_to_run(self) -> None:
         out = self.tmp / "out"
         out.mkdir()

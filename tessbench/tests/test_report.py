@@ -272,6 +272,20 @@ class FixedHeapReportTest(unittest.TestCase):
     def tearDown(self) -> None:
         self.tmp.cleanup()
 
+    def test_fixed_heap_workloads_by_kind(self) -> None:
+        """By the workload's kind, not by who ran it: with tessalloc, which runs
+        both kinds, as the baseline, enclave was taken to it (a review)."""
+        results = ag.load_results(self.out, baseline="tessalloc")
+        self.assertEqual(results.baseline_of("enclave"), "dlmalloc")
+        self.assertEqual(results.baseline_of("larson"), "tessalloc")
+        self.assertEqual([(g.baseline, g.workloads) for g in results.groups()],
+                         [("tessalloc", ("larson",)), ("dlmalloc", ("enclave",))])
+        # the fixed-heap baseline did not run: its group stays, without ratios
+        results = ag.load_results(self.out, fixed_baseline="snmalloc")
+        self.assertEqual([(g.baseline, g.workloads) for g in results.groups()],
+                         [("glibc", ("larson",)), ("snmalloc", ("enclave",))])
+        self.assertIsNone(results.ratio(("enclave", "tessalloc", 1), ag.THROUGHPUT))
+
     def test_two_baselines(self) -> None:
         results = ag.load_results(self.out)
         self.assertEqual(results.baseline_of("larson"), "glibc")

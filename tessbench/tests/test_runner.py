@@ -24,7 +24,7 @@ DLMALLOC = runner.Allocator("dlmalloc", "0.2", "crates.io", None, "/lib/fixed_dl
 
 #: What an earlier run left in the results directory.
 OLD_RUNS = "workload,allocator,threads,repetition,status\nlarson,old,1,1,ok\n"
-OLD_FILES = {"runs.csv": OLD_RUNS, "meta.json": '{"command": "old"}\n',
+OLD_FILES = {"runs.csv": OLD_RUNS, "meta.json": '{"tessbench": "0.1", "command": "old"}\n',
              "report.md": "old\n", "report.html": "<p>old</p>\n",
              "plots/throughput_larson.png": "old", "series/frag_old_t1_r1.csv": "old"}
 
@@ -101,6 +101,24 @@ class RunAllTest(unittest.TestCase):
         with self.assertRaises(runner.NothingToRun):
             self.run_all(self.settings(allocators=(), out=fresh))
         self.assertFalse(fresh.exists())
+
+    def test_out_with_files_of_its_own_is_refused(self) -> None:
+        """A directory no run wrote keeps its files (`--out .` removed a user's plots/)."""
+        mine = self.out.parent / "mine"
+        (mine / "plots").mkdir(parents=True)
+        (mine / "plots" / "figure.png").write_text("mine")
+        (mine / "meta.json").write_text('{"not": "tessbench"}\n')
+        with mock.patch.object(runner, "run_program", side_effect=ok_outcome), \
+                self.assertRaisesRegex(runner.NotResults, "not an earlier tessbench run"):
+            self.run_all(self.settings(out=mine))
+        self.assertEqual((mine / "plots" / "figure.png").read_text(), "mine")
+        self.assertFalse((mine / "runs.csv").exists())
+        empty = self.out.parent / "empty"
+        empty.mkdir()
+        with mock.patch.object(runner, "run_program", side_effect=ok_outcome):
+            csv_path, failed = self.run_all(self.settings(out=empty))
+        self.assertEqual(failed, 0)
+        self.assertTrue(csv_path.exists())
 
     def test_out_that_is_a_file(self) -> None:
         target = self.out / "report.md"
