@@ -922,7 +922,9 @@ void *tessi_orphan_block(unsigned cls, bool larger) {
       tess_block_t *b = orphan_pop_locked(list);
       orphan_list_unlock(list);
       if (b != NULL) {
-        TESS_STAT_MINE(allocs[c], 1);
+        /* shared, not the heap's: a heap's count of a class that borrows
+         * is moved to its lender when the borrowing ends (types.h) */
+        (void)__atomic_fetch_add(&tessi_stats_shared.allocs[c], 1, __ATOMIC_RELAXED);
         return b;
       }
     }
@@ -1248,23 +1250,35 @@ static tess_heap_t *heap_create(void) {
  * the last one attaches a heap whose release (init.c, thread_exit) never
  * runs (a review: 20,000 such threads left 20,000 heaps in use). Looked
  * for when the pool is empty, a few heaps a time from where the last look
- * stopped; each holder's thread id asked of the OS (an id taken again by
- * a new thread only hides a heap). The heap stays counted in use. */
+ * stopped; each holder asked of the OS. `holder` names who holds the heap
+ * (the platform's thread_who, 0 in the pool) below a count of its takes,
+ * so that a thread id the OS hands out again cannot make a heap taken,
+ * given back and taken by the new thread look like the one found gone. A
+ * fork() child's heaps held by its parent's other threads name another
+ * process: never taken (they may have been mid-operation). The heap stays
+ * counted in use. */
 #define GONE_LOOK 4
+#define WHO_MASK (((uint64_t)1 << TESS_PLAT_WHO_BITS) - 1)
 static _Atomic(tess_heap_t *) gone_cursor;
 
-static tess_heap_t *heap_of_gone_thread(int32_t me) {
+/* The holder word of a heap taken by `who` after `was`. */
+static inline uint64_t holder_taken(uint64_t was, uint64_t who) {
+  return ((was >> TESS_PLAT_WHO_BITS) + 1) << TESS_PLAT_WHO_BITS | who;
+}
+
+static tess_heap_t *heap_of_gone_thread(uint64_t me) {
   if (me == 0) return NULL; /* the platform cannot tell */
   tess_heap_t *h = atomic_load_explicit(&gone_cursor, memory_order_acquire);
   for (unsigned n = 0; n < GONE_LOOK; n++) {
     if (h == NULL) h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire);
     if (h == NULL) break;
     tess_heap_t *next = h->next_made;
-    int32_t holder = atomic_load_explicit(&h->holder_tid, memory_order_relaxed);
-    /* a heap given back sets 0 before its thread can exit: found gone, a
-     * holder still named is one that never gave it back */
-    if (holder != 0 && holder != me && tessi_plat_thread_gone(holder) &&
-        atomic_compare_exchange_strong_explicit(&h->holder_tid, &holder, me,
+    uint64_t was = atomic_load_explicit(&h->holder, memory_order_relaxed);
+    uint64_t who = was & WHO_MASK;
+    /* a heap given back clears its holder before its thread can exit:
+     * found gone, a holder still named is one that never gave it back */
+    if (who != 0 && who != me && tessi_plat_thread_gone(who) &&
+        atomic_compare_exchange_strong_explicit(&h->holder, &was, holder_taken(was, me),
                                                 memory_order_acquire, memory_order_relaxed)) {
       atomic_store_explicit(&gone_cursor, next, memory_order_release);
       return h;
@@ -1275,6 +1289,22 @@ static tess_heap_t *heap_of_gone_thread(int32_t me) {
   return NULL;
 }
 
+/* Whether a thread that got no heap should reclaim before it tries again:
+ * once per release of a heap (which may leave frees to collect) in the
+ * whole process. A thread without a heap comes here at every allocation
+ * (it takes orphans' blocks meanwhile: alloc.c), and a reclaim trims
+ * every idle heap while others wait for the pool. */
+static bool reclaim_may_help(void) {
+  static _Atomic(uint64_t) reclaimed_at = UINT64_MAX;
+  tessi_lock(&pool.lock);
+  uint64_t releases = pool.releases;
+  tessi_unlock(&pool.lock);
+  uint64_t last = atomic_load_explicit(&reclaimed_at, memory_order_relaxed);
+  return last != releases &&
+         atomic_compare_exchange_strong_explicit(&reclaimed_at, &last, releases,
+                                                 memory_order_relaxed, memory_order_relaxed);
+}
+
 tess_heap_t *tessi_heap_acquire(void) {
   bool trimming;
   tess_heap_t *h;
@@ -1283,13 +1313,13 @@ tess_heap_t *tessi_heap_acquire(void) {
   while ((h = pool_take(&trimming)) == NULL && trimming && !tessi_fork_holder) {
     tessi_plat_yield();
   }
-  int32_t me = tessi_plat_thread_id();
+  uint64_t me = tessi_plat_thread_who();
   if (h == NULL && (h = heap_of_gone_thread(me)) != NULL) {
     tessi_tls_heap = h; /* in use all along */
     return h;
   }
   if (h == NULL) h = heap_create();
-  if (h == NULL && tessi_primary->is_fixed && !tessi_fork_holder) {
+  if (h == NULL && tessi_primary->is_fixed && !tessi_fork_holder && reclaim_may_help()) {
     /* no room for the struct (two pages in a row, in a region full of
      * slabs with live blocks): what idle heaps and frees in flight hold
      * goes back, and a heap released meanwhile will do */
@@ -1298,7 +1328,8 @@ tess_heap_t *tessi_heap_acquire(void) {
     if (h == NULL) h = heap_create();
   }
   if (h == NULL) return NULL;
-  atomic_store_explicit(&h->holder_tid, me, memory_order_relaxed);
+  uint64_t was = atomic_load_explicit(&h->holder, memory_order_relaxed);
+  atomic_store_explicit(&h->holder, holder_taken(was, me), memory_order_relaxed);
   heaps_in_use_add(1);
   h->span_unfed = true;
   h->span_wide = false;
@@ -1318,7 +1349,8 @@ void tessi_heap_release(tess_heap_t *h) {
   if (fixed) heap_trim(h);
   tessi_purge_if_due();
   if (tessi_tls_heap == h) tessi_tls_heap = &tessi_heap_empty;
-  atomic_store_explicit(&h->holder_tid, 0, memory_order_relaxed);
+  uint64_t was = atomic_load_explicit(&h->holder, memory_order_relaxed);
+  atomic_store_explicit(&h->holder, was & ~WHO_MASK, memory_order_relaxed);
   heaps_in_use_add(-1);
   tessi_lock(&pool.lock);
   pool_push_locked(h, true);
@@ -1369,11 +1401,13 @@ void tessi_heaps_fork_child(void) {
   tessi_lock_reset(&pool.lock);
   /* heaps out for a trim in another thread are lost with it */
   pool.trimming = 0;
-  /* the child's one thread has an id of its own; the heaps its parent's
-   * other threads held are its to take (their ids are gone here) */
+  /* the child's one thread is another process's: its own heap names it
+   * (the parent's other threads' heaps keep naming the parent) */
   tess_heap_t *own = tessi_tls_heap;
   if (own != &tessi_heap_empty) {
-    atomic_store_explicit(&own->holder_tid, tessi_plat_thread_id(), memory_order_relaxed);
+    uint64_t was = atomic_load_explicit(&own->holder, memory_order_relaxed);
+    atomic_store_explicit(&own->holder, holder_taken(was, tessi_plat_thread_who()),
+                          memory_order_relaxed);
   }
   tessi_orphans_collect_noted();
 }

@@ -70,11 +70,14 @@ unsigned tessi_plat_cpu_count(void);
 bool tessi_plat_thread_exit_init(void (*on_exit)(void *arg));
 void tessi_plat_thread_watch(void *arg);
 
-/* The calling thread's id as the OS knows it, and whether the thread of
- * that id in this process has exited (0 and false where the platform
- * cannot tell). Neither changes errno. */
-int32_t tessi_plat_thread_id(void);
-bool tessi_plat_thread_gone(int32_t id);
+/* Who the calling thread is, as the OS knows it: its process's id and its
+ * own, in TESS_PLAT_WHO_BITS bits (0 where the platform cannot tell); and
+ * whether that thread has exited, asked by a thread of the same process
+ * (false for another process's: a fork() child, or a task that shares the
+ * memory but not the process). Neither changes errno. */
+#define TESS_PLAT_WHO_BITS 44
+uint64_t tessi_plat_thread_who(void);
+bool tessi_plat_thread_gone(uint64_t who);
 
 /* Run these around fork() (no-op where there is no fork). */
 void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void));

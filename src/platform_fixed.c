@@ -60,10 +60,10 @@ bool tessi_plat_thread_exit_init(void (*on_exit)(void *arg)) {
 
 void tessi_plat_thread_watch(void *arg) { (void)arg; }
 
-int32_t tessi_plat_thread_id(void) { return 0; }
+uint64_t tessi_plat_thread_who(void) { return 0; }
 
-bool tessi_plat_thread_gone(int32_t id) {
-  (void)id;
+bool tessi_plat_thread_gone(uint64_t who) {
+  (void)who;
   return false;
 }
 

@@ -119,11 +119,22 @@ void tessi_plat_thread_watch(void *arg) {
   }
 }
 
-int32_t tessi_plat_thread_id(void) { return (int32_t)syscall(SYS_gettid); }
+/* Linux ids are below PID_MAX_LIMIT, 2^22: a process's and a thread's fit
+ * in TESS_PLAT_WHO_BITS */
+#define ID_BITS 22
+_Static_assert(2 * ID_BITS == TESS_PLAT_WHO_BITS, "two ids");
 
-bool tessi_plat_thread_gone(int32_t id) {
+uint64_t tessi_plat_thread_who(void) {
+  uint64_t pid = (uint64_t)getpid(), tid = (uint64_t)syscall(SYS_gettid);
+  return (pid << ID_BITS) | (tid & ((1u << ID_BITS) - 1));
+}
+
+bool tessi_plat_thread_gone(uint64_t who) {
+  pid_t pid = getpid();
+  if (who >> ID_BITS != (uint64_t)pid) return false;
   int saved = errno;
-  bool gone = syscall(SYS_tgkill, (long)getpid(), (long)id, 0L) != 0 && errno == ESRCH;
+  long tid = (long)(who & ((1u << ID_BITS) - 1));
+  bool gone = syscall(SYS_tgkill, (long)pid, tid, 0L) != 0 && errno == ESRCH;
   errno = saved;
   return gone;
 }

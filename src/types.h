@@ -277,7 +277,7 @@ typedef struct tess_heap_s {
   struct tess_heap_s *prev_idle;
   uint64_t idle_mark;            /* pool release count when last released or trimmed */
   struct tess_heap_s *next_made; /* every heap ever made (never freed) */
-  _Atomic(int32_t) holder_tid;   /* OS thread holding it; 0: pooled, or unknown (heap.c) */
+  _Atomic(uint64_t) holder;      /* who holds it, and how often taken (heap.c) */
   tess_heap_stats_t stats;
 } tess_heap_t;
 
