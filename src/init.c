@@ -177,13 +177,26 @@ static void fork_hooks_once(void) {
   }
 }
 
-__attribute__((constructor)) static void fork_hooks_early(void) { fork_hooks_once(); }
+/* Priority 100, of the implementation's (0-100): in a fully static
+ * program glibc's __register_atfork is linked, not ours (below), and only
+ * this puts ours before the handlers of any constructor of the program's
+ * (test_fork's, at 101, took a lock that a thread held in malloc, and
+ * every fork hung) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wprio-ctor-dtor"
+__attribute__((constructor(100))) static void fork_hooks_early(void) { fork_hooks_once(); }
+#pragma GCC diagnostic pop
 
+/* Weak: a fully static program that forks links glibc's own (fork()
+ * needs its object), which then wins; ours was a duplicate definition and
+ * such a program did not link (a review). Our handlers then go in through
+ * glibc's (platform_os.c), when our constructor runs. */
 int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso);
 
-__attribute__((visibility("default"))) int __register_atfork(void (*prepare)(void),
-                                                             void (*parent)(void),
-                                                             void (*child)(void), void *dso) {
+__attribute__((weak, visibility("default"))) int __register_atfork(void (*prepare)(void),
+                                                                   void (*parent)(void),
+                                                                   void (*child)(void),
+                                                                   void *dso) {
   fork_hooks_once();
   return tessi_plat_register_atfork(prepare, parent, child, dso);
 }

@@ -144,13 +144,25 @@ extern void *__dso_handle;
 
 typedef int (*register_atfork_fn)(void (*)(void), void (*)(void), void (*)(void), void *);
 
+int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso);
+
 int tessi_plat_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
                                void *dso) {
   static _Atomic(register_atfork_fn) glibc_register;
   register_atfork_fn fn = atomic_load_explicit(&glibc_register, memory_order_acquire);
   if (fn == NULL) {
     *(void **)&fn = dlsym(RTLD_NEXT, "__register_atfork"); /* POSIX's cast */
-    if (fn == NULL) return ENOSYS;
+    if (fn == NULL) {
+      /* a static program: the __register_atfork linked is glibc's where
+       * the program forks (ours is weak: init.c), else ours, which comes
+       * back here, and there is no fork to prepare for */
+      static __thread bool falling_back;
+      if (falling_back) return ENOSYS;
+      falling_back = true;
+      int rc = __register_atfork(prepare, parent, child, dso);
+      falling_back = false;
+      return rc;
+    }
     atomic_store_explicit(&glibc_register, fn, memory_order_release);
   }
   return fn(prepare, parent, child, dso);
