@@ -138,6 +138,14 @@ static bool init_os_locked(void) {
   }
   tessi_options_init();
   tessi_sizeclass_init((size_t)64 << 10, 8, TESS_SLAB_MAX_SIZE, 1);
+  /* under a limit on address space (RLIMIT_AS: `ulimit -v`, a sandbox),
+   * unless TESS_RESERVE says otherwise, an eighth of it: halving from 64
+   * GiB until the OS agreed took about half, and a program that glibc let
+   * make a 3.8 GB block under a 4 GB limit got 1.7 GB, and half as many
+   * threads (a review) */
+  if (tessi_plat_getenv("TESS_RESERVE") == NULL) {
+    tessi_options.reserve = TESS_MIN(tessi_options.reserve, tessi_plat_address_limit() / 8);
+  }
   /* TESS_RESERVE, or less down to one region of 16 MiB (RLIMIT_AS) */
   tess_region_t *r = tessi_region_add_os(tessi_options.reserve, (size_t)16 << 20);
   if (r == NULL) return false;

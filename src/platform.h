@@ -60,6 +60,9 @@ _Noreturn void tessi_plat_abort(void);
 /* Value of an environment variable, or NULL; must not allocate. */
 const char *tessi_plat_getenv(const char *name);
 
+/* The process's limit on address space (RLIMIT_AS), SIZE_MAX when none. */
+size_t tessi_plat_address_limit(void);
+
 /* Number of processors online (>= 1); 0 when unknown. */
 unsigned tessi_plat_cpu_count(void);
 

@@ -60,6 +60,8 @@ bool tessi_plat_thread_exit_init(void (*on_exit)(void *arg)) {
 
 void tessi_plat_thread_watch(void *arg) { (void)arg; }
 
+size_t tessi_plat_address_limit(void) { return SIZE_MAX; }
+
 uint64_t tessi_plat_thread_who(void) { return 0; }
 
 bool tessi_plat_thread_gone(uint64_t who) {

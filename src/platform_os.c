@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,6 +95,12 @@ const char *tessi_plat_getenv(const char *name) {
     if (strncmp(*e, name, len) == 0 && (*e)[len] == '=') return *e + len + 1;
   }
   return NULL;
+}
+
+size_t tessi_plat_address_limit(void) {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+  return limit.rlim_cur < SIZE_MAX ? (size_t)limit.rlim_cur : SIZE_MAX;
 }
 
 unsigned tessi_plat_cpu_count(void) {
