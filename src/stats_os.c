@@ -336,12 +336,10 @@ __attribute__((visibility("default"))) void malloc_stats(void) {
 
 /* glibc's XML shape: <malloc version="1"><heap nr="0"> with the free
  * blocks by size, the totals and the system figures; then the totals of
- * all heaps (here: one). */
+ * all heaps (here: one). Options other than 0 are refused as glibc does:
+ * EINVAL returned, errno untouched (it was -1 with errno set: a review). */
 __attribute__((visibility("default"))) int malloc_info(int options, FILE *out) {
-  if (options != 0 || out == NULL) {
-    errno = EINVAL;
-    return -1;
-  }
+  if (options != 0 || out == NULL) return EINVAL;
   (void)tessi_ensure_init();
   pthread_mutex_lock(&output_lock);
   tessi_stats_merge(&merged);
