@@ -1250,20 +1250,52 @@ static tess_heap_t *heap_create(void) {
  * the last one attaches a heap whose release (init.c, thread_exit) never
  * runs (a review: 20,000 such threads left 20,000 heaps in use). Looked
  * for when the pool is empty, a few heaps a time from where the last look
- * stopped; each holder asked of the OS. `holder` names who holds the heap
- * (the platform's thread_who, 0 in the pool) below a count of its takes,
- * so that a thread id the OS hands out again cannot make a heap taken,
- * given back and taken by the new thread look like the one found gone. A
- * fork() child's heaps held by its parent's other threads name another
- * process: never taken (they may have been mid-operation). The heap stays
- * counted in use. */
+ * stopped; each holder asked of the OS.
+ *
+ * `holder` names who holds the heap (0 in the pool): the thread's id and
+ * the process's token, below a count of the heap's takes, so that a
+ * thread id the OS hands out again cannot make a heap taken, given back
+ * and taken by the new thread look like the one found gone. The token is
+ * 1, and one more in each fork() child: a child never takes the heaps
+ * that its parent's other threads held, which may have been
+ * mid-operation, even where it has its parent's process id (a new pid
+ * namespace; a review) or a descendant gets it later. The OS is asked
+ * about the process that made the token (a task that shares the memory
+ * but not the process asks about the right one). The heap stays counted
+ * in use. */
 #define GONE_LOOK 4
-#define WHO_MASK (((uint64_t)1 << TESS_PLAT_WHO_BITS) - 1)
+#define HOLDER_WHO_BITS (2 * TESS_PLAT_ID_BITS)
+#define HOLDER_WHO_MASK (((uint64_t)1 << HOLDER_WHO_BITS) - 1)
+#define HOLDER_ID_MASK (((uint64_t)1 << TESS_PLAT_ID_BITS) - 1)
 static _Atomic(tess_heap_t *) gone_cursor;
+static _Atomic(uint32_t) process_token = 1;
+static _Atomic(int32_t) process_pid; /* of the token; 0: not asked yet */
+static __thread int32_t own_thread_id; /* 0: not asked yet */
+
+/* Who the calling thread is, for `holder`; 0 where the platform cannot
+ * tell. */
+static uint64_t holder_me(void) {
+  if (own_thread_id == 0) own_thread_id = tessi_plat_thread_id();
+  if (own_thread_id == 0) return 0;
+  uint64_t token = atomic_load_explicit(&process_token, memory_order_relaxed);
+  return (token << TESS_PLAT_ID_BITS) | ((uint64_t)own_thread_id & HOLDER_ID_MASK);
+}
 
 /* The holder word of a heap taken by `who` after `was`. */
 static inline uint64_t holder_taken(uint64_t was, uint64_t who) {
-  return ((was >> TESS_PLAT_WHO_BITS) + 1) << TESS_PLAT_WHO_BITS | who;
+  return ((was >> HOLDER_WHO_BITS) + 1) << HOLDER_WHO_BITS | who;
+}
+
+/* Whether `who` is a thread of this process (its token) that has exited. */
+static bool holder_gone(uint64_t who) {
+  uint64_t token = atomic_load_explicit(&process_token, memory_order_relaxed);
+  if (who >> TESS_PLAT_ID_BITS != token) return false;
+  int32_t pid = atomic_load_explicit(&process_pid, memory_order_relaxed);
+  if (pid == 0) {
+    pid = tessi_plat_process_id();
+    atomic_store_explicit(&process_pid, pid, memory_order_relaxed);
+  }
+  return tessi_plat_thread_gone(pid, (int32_t)(who & HOLDER_ID_MASK));
 }
 
 static tess_heap_t *heap_of_gone_thread(uint64_t me) {
@@ -1274,10 +1306,10 @@ static tess_heap_t *heap_of_gone_thread(uint64_t me) {
     if (h == NULL) break;
     tess_heap_t *next = h->next_made;
     uint64_t was = atomic_load_explicit(&h->holder, memory_order_relaxed);
-    uint64_t who = was & WHO_MASK;
+    uint64_t who = was & HOLDER_WHO_MASK;
     /* a heap given back clears its holder before its thread can exit:
      * found gone, a holder still named is one that never gave it back */
-    if (who != 0 && who != me && tessi_plat_thread_gone(who) &&
+    if (who != 0 && who != me && holder_gone(who) &&
         atomic_compare_exchange_strong_explicit(&h->holder, &was, holder_taken(was, me),
                                                 memory_order_acquire, memory_order_relaxed)) {
       atomic_store_explicit(&gone_cursor, next, memory_order_release);
@@ -1313,7 +1345,7 @@ tess_heap_t *tessi_heap_acquire(void) {
   while ((h = pool_take(&trimming)) == NULL && trimming && !tessi_fork_holder) {
     tessi_plat_yield();
   }
-  uint64_t me = tessi_plat_thread_who();
+  uint64_t me = holder_me();
   if (h == NULL && (h = heap_of_gone_thread(me)) != NULL) {
     tessi_tls_heap = h; /* in use all along */
     return h;
@@ -1350,7 +1382,7 @@ void tessi_heap_release(tess_heap_t *h) {
   tessi_purge_if_due();
   if (tessi_tls_heap == h) tessi_tls_heap = &tessi_heap_empty;
   uint64_t was = atomic_load_explicit(&h->holder, memory_order_relaxed);
-  atomic_store_explicit(&h->holder, was & ~WHO_MASK, memory_order_relaxed);
+  atomic_store_explicit(&h->holder, was & ~HOLDER_WHO_MASK, memory_order_relaxed);
   heaps_in_use_add(-1);
   tessi_lock(&pool.lock);
   pool_push_locked(h, true);
@@ -1401,13 +1433,18 @@ void tessi_heaps_fork_child(void) {
   tessi_lock_reset(&pool.lock);
   /* heaps out for a trim in another thread are lost with it */
   pool.trimming = 0;
-  /* the child's one thread is another process's: its own heap names it
-   * (the parent's other threads' heaps keep naming the parent) */
+  /* a new token: the parent's other threads' heaps name the old one, and
+   * are never taken here; the child's one thread has an id of its own, and
+   * its heap names it */
+  uint32_t token = (atomic_load_explicit(&process_token, memory_order_relaxed) + 1) &
+                   (uint32_t)HOLDER_ID_MASK;
+  atomic_store_explicit(&process_token, token != 0 ? token : 1, memory_order_relaxed);
+  atomic_store_explicit(&process_pid, 0, memory_order_relaxed);
+  own_thread_id = 0;
   tess_heap_t *own = tessi_tls_heap;
   if (own != &tessi_heap_empty) {
     uint64_t was = atomic_load_explicit(&own->holder, memory_order_relaxed);
-    atomic_store_explicit(&own->holder, holder_taken(was, tessi_plat_thread_who()),
-                          memory_order_relaxed);
+    atomic_store_explicit(&own->holder, holder_taken(was, holder_me()), memory_order_relaxed);
   }
   tessi_orphans_collect_noted();
 }

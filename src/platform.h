@@ -73,14 +73,14 @@ unsigned tessi_plat_cpu_count(void);
 bool tessi_plat_thread_exit_init(void (*on_exit)(void *arg));
 void tessi_plat_thread_watch(void *arg);
 
-/* Who the calling thread is, as the OS knows it: its process's id and its
- * own, in TESS_PLAT_WHO_BITS bits (0 where the platform cannot tell); and
- * whether that thread has exited, asked by a thread of the same process
- * (false for another process's: a fork() child, or a task that shares the
- * memory but not the process). Neither changes errno. */
-#define TESS_PLAT_WHO_BITS 44
-uint64_t tessi_plat_thread_who(void);
-bool tessi_plat_thread_gone(uint64_t who);
+/* The calling thread's id and its process's, as the OS knows them (below
+ * 2^TESS_PLAT_ID_BITS; 0 where the platform cannot tell), and whether
+ * thread `tid` of process `pid` has exited (false where it cannot tell).
+ * None changes errno. */
+#define TESS_PLAT_ID_BITS 22
+int32_t tessi_plat_thread_id(void);
+int32_t tessi_plat_process_id(void);
+bool tessi_plat_thread_gone(int32_t pid, int32_t tid);
 
 /* Run these around fork() (no-op where there is no fork). */
 void tessi_plat_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void));

@@ -62,10 +62,13 @@ void tessi_plat_thread_watch(void *arg) { (void)arg; }
 
 size_t tessi_plat_address_limit(void) { return SIZE_MAX; }
 
-uint64_t tessi_plat_thread_who(void) { return 0; }
+int32_t tessi_plat_thread_id(void) { return 0; }
 
-bool tessi_plat_thread_gone(uint64_t who) {
-  (void)who;
+int32_t tessi_plat_process_id(void) { return 0; }
+
+bool tessi_plat_thread_gone(int32_t pid, int32_t tid) {
+  (void)pid;
+  (void)tid;
   return false;
 }
 

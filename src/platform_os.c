@@ -126,22 +126,14 @@ void tessi_plat_thread_watch(void *arg) {
   }
 }
 
-/* Linux ids are below PID_MAX_LIMIT, 2^22: a process's and a thread's fit
- * in TESS_PLAT_WHO_BITS */
-#define ID_BITS 22
-_Static_assert(2 * ID_BITS == TESS_PLAT_WHO_BITS, "two ids");
+/* (Linux ids are below PID_MAX_LIMIT, 2^22: TESS_PLAT_ID_BITS) */
+int32_t tessi_plat_thread_id(void) { return (int32_t)syscall(SYS_gettid); }
 
-uint64_t tessi_plat_thread_who(void) {
-  uint64_t pid = (uint64_t)getpid(), tid = (uint64_t)syscall(SYS_gettid);
-  return (pid << ID_BITS) | (tid & ((1u << ID_BITS) - 1));
-}
+int32_t tessi_plat_process_id(void) { return (int32_t)getpid(); }
 
-bool tessi_plat_thread_gone(uint64_t who) {
-  pid_t pid = getpid();
-  if (who >> ID_BITS != (uint64_t)pid) return false;
+bool tessi_plat_thread_gone(int32_t pid, int32_t tid) {
   int saved = errno;
-  long tid = (long)(who & ((1u << ID_BITS) - 1));
-  bool gone = syscall(SYS_tgkill, (long)pid, tid, 0L) != 0 && errno == ESRCH;
+  bool gone = syscall(SYS_tgkill, (long)pid, (long)tid, 0L) != 0 && errno == ESRCH;
   errno = saved;
   return gone;
 }
@@ -162,9 +154,10 @@ int tessi_plat_register_atfork(void (*prepare)(void), void (*parent)(void), void
     if (fn == NULL) {
       /* a static program: the __register_atfork linked is glibc's where
        * the program forks (ours is weak: init.c), else ours, which comes
-       * back here, and there is no fork to prepare for */
+       * back here, and there is no fork to prepare for: done (pthread_atfork
+       * may fail with ENOMEM only, and said ENOSYS: a review) */
       static __thread bool falling_back;
-      if (falling_back) return ENOSYS;
+      if (falling_back) return 0;
       falling_back = true;
       int rc = __register_atfork(prepare, parent, child, dso);
       falling_back = false;

@@ -19,8 +19,9 @@
  *   lock of its own, which a thread holds while it allocates: tessalloc's
  *   handlers must run after it (glibc takes its malloc locks inside fork).
  *
- * First, a child's new thread, finding the pool empty, must not take the
- * heap the parent's other thread held at fork() (heap.c, gone threads).
+ * First (not in sanitizer builds), a child's new thread, finding the pool
+ * empty, must not take the heap the parent's other thread held at fork()
+ * (heap.c, gone threads).
  *
  * The normal build uses the standard names (libtessalloc.a), so glibc's
  * fork handling of malloc is replaced too; TESS_FORK_API selects tess_*.
@@ -232,6 +233,7 @@ static void wait_progress(int fork_no) {
  * took them for gone (4 of 900 such children then failed the heap check:
  * a review). Counted: the heaps in use in the child before and after its
  * thread ran. */
+#ifndef TESS_FORK_API
 static pthread_barrier_t g_hold_barrier;
 
 static void *hold_a_heap(void *arg) {
@@ -274,10 +276,15 @@ static void fork_keeps_parent_heaps(void) {
   pthread_join(holder, NULL);
   pthread_barrier_destroy(&g_hold_barrier);
 }
+#endif
 
 int main(int argc, char **argv) {
   int forks = argc > 1 ? atoi(argv[1]) : 50;
+#ifndef TESS_FORK_API
+  /* (not under the sanitizers: TSan refuses a thread started in the child
+   * of a multi-threaded process) */
   fork_keeps_parent_heaps();
+#endif
   pthread_t t[THREADS], reader;
 #ifndef TESS_FORK_API
   pthread_t holder;
