@@ -30,6 +30,7 @@ class QuickRunTest(unittest.TestCase):
             stale = out / "plots" / "throughput_gone.png"  # an earlier run's
             stale.parent.mkdir(parents=True)
             stale.write_bytes(b"old")
+            (out / "meta.json").write_text('{"tessbench": "0.1", "command": "old"}\n')
             cmd = [sys.executable, "-m", "tessbench", "run", "--quick", "--repeat", "1",
                    "--threads", "1,2", "--build", build, "--out", str(out),
                    "--allocators", ",".join(ALLOCATORS), "--workloads", ",".join(WORKLOADS)]
