@@ -224,15 +224,23 @@ static void *last_round_thread(void *arg) {
   return NULL;
 }
 
-static void last_round_allocates(long threads) {
-  REQUIRE(pthread_key_create(&last_key, last_round_destructor) == 0, "pthread_key_create");
-  size_t before = heaps_made();
+/* The heaps made by `threads` threads running `body` one after another,
+ * with *key made for `destructor` first: before and after. */
+static void keyed_threads(pthread_key_t *key, void (*destructor)(void *), void *(*body)(void *),
+                          long threads, size_t *before, size_t *after) {
+  REQUIRE(pthread_key_create(key, destructor) == 0, "pthread_key_create");
+  *before = heaps_made();
   for (long i = 0; i < threads; i++) {
     pthread_t t;
-    REQUIRE(pthread_create(&t, NULL, last_round_thread, NULL) == 0, "pthread_create");
+    REQUIRE(pthread_create(&t, NULL, body, NULL) == 0, "pthread_create");
     REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
   }
-  size_t after = heaps_made();
+  *after = heaps_made();
+}
+
+static void last_round_allocates(long threads) {
+  size_t before, after;
+  keyed_threads(&last_key, last_round_destructor, last_round_thread, threads, &before, &after);
   printf("test_churn: %ld threads allocating only in the last destructor round: %zu heaps, then "
          "%zu\n",
          threads, before, after);
@@ -240,14 +248,8 @@ static void last_round_allocates(long threads) {
 }
 
 static void destructors_allocate(long threads) {
-  REQUIRE(pthread_key_create(&rearm_key, rearming_destructor) == 0, "pthread_key_create");
-  size_t before = heaps_made();
-  for (long i = 0; i < threads; i++) {
-    pthread_t t;
-    REQUIRE(pthread_create(&t, NULL, rearming_thread, NULL) == 0, "pthread_create");
-    REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
-  }
-  size_t after = heaps_made();
+  size_t before, after;
+  keyed_threads(&rearm_key, rearming_destructor, rearming_thread, threads, &before, &after);
   printf("test_churn: %ld threads allocating in every destructor round: %zu heaps, then %zu\n",
          threads, before, after);
   CHECK(after <= before + 1, "%zu heaps after %ld threads, %zu before", after, threads, before);
