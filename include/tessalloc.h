@@ -116,9 +116,10 @@ struct tess_stats {
   uint64_t footprint;      /* bytes of the region(s) handed out, metadata included */
   uint64_t peak_footprint; /* highest footprint so far (see tess_footprint) */
   uint64_t region_bytes;   /* fixed: the region; OS mode: address space reserved */
-  uint64_t committed;      /* OS mode: footprint + free pages not yet decommitted
-                              (a bound: at most the pages freed since) */
-  uint64_t decommitted;    /* OS mode: bytes given back to the OS so far */
+  uint64_t committed;      /* OS mode: footprint + free pages freed since their last
+                              decommit (an upper bound: may read high after splits) */
+  uint64_t decommitted;    /* OS mode: bytes given back to the OS so far (of pages
+                              counted dirty: an upper bound) */
   uint64_t heaps_in_use;   /* heaps held by threads */
   uint64_t heaps_pooled;   /* idle heaps waiting for a thread */
   uint64_t allocs, frees;  /* all blocks: slab, large and huge */

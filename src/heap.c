@@ -6,8 +6,12 @@
  * once, not the number of threads ever created, and thread churn does not
  * grow memory. In fixed mode a heap gives its slabs away when given back
  * (see orphans below), so an idle heap pins nothing.
+ * A thread that exits without giving its heap back (it first allocated in
+ * glibc's last destructor round) leaves it to a thread that finds the
+ * pool empty (gone threads, below).
  * A heap is used by one thread at a time: everything here except the
- * delayed list and the pool runs without locks or atomics. */
+ * delayed list, the pool, the orphan lists and a heap's holder word runs
+ * without locks or atomics. */
 #include "internal.h"
 
 /* The heap of a thread that has none: every slab it points at is the empty

@@ -143,7 +143,7 @@ static bool init_os_locked(void) {
    * GiB until the OS agreed took about half, and a program that glibc let
    * make a 3.8 GB block under a 4 GB limit got 1.7 GB, and half as many
    * threads (a review) */
-  if (tessi_plat_getenv("TESS_RESERVE") == NULL) {
+  if (!tessi_options.reserve_given) {
     tessi_options.reserve = TESS_MIN(tessi_options.reserve, tessi_plat_address_limit() / 8);
   }
   /* TESS_RESERVE, or less down to one region of 16 MiB (RLIMIT_AS) */

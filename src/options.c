@@ -59,15 +59,16 @@ bool tessi_parse_size(const char *text, size_t *out) {
 /* `why`: the message for a value that does not parse or lies outside
  * [min, max], which says what is expected (no formatting: the fixed
  * platform links no printf). */
-static void read_size(const char *name, size_t *target, size_t min, size_t max, const char *why) {
+static bool read_size(const char *name, size_t *target, size_t min, size_t max, const char *why) {
   const char *text = tessi_plat_getenv(name);
-  if (text == NULL) return;
+  if (text == NULL) return false;
   size_t value;
   if (!tessi_parse_size(text, &value) || value < min || value > max) {
     tessi_warn(name, why);
-    return;
+    return false;
   }
   *target = value;
+  return true;
 }
 
 /* read_size for a count or a time in milliseconds: digits only, since a
@@ -97,8 +98,9 @@ void tessi_options_init(void) {
   tessi_options.decommit_delay_ms = (uint32_t)value;
   read_size("TESS_DECOMMIT_MIN", &tessi_options.decommit_min, TESS_PAGE_SIZE, SIZE_MAX / 2,
             "ignored: expected a size of 4K or more, such as 64K or 2M");
-  read_size("TESS_RESERVE", &tessi_options.reserve, (size_t)16 << 20, (size_t)1 << 42,
-            "ignored: expected a size from 16M to 4T, such as 64G");
+  tessi_options.reserve_given =
+      read_size("TESS_RESERVE", &tessi_options.reserve, (size_t)16 << 20, (size_t)1 << 42,
+                "ignored: expected a size from 16M to 4T, such as 64G");
   read_size("TESS_HUGE_THRESHOLD", &tessi_options.huge_threshold, (size_t)1 << 20, (size_t)1 << 40,
             "ignored: expected a size from 1M to 1T, such as 16M");
   read_size("TESS_HEAP_CACHE", &tessi_options.heap_cache, 0, (size_t)1 << 30,

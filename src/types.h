@@ -329,6 +329,7 @@ typedef struct tess_options_s {
   uint32_t decommit_delay_ms; /* TESS_DECOMMIT_DELAY_MS */
   size_t decommit_min;        /* TESS_DECOMMIT_MIN: smaller free spans stay */
   size_t reserve;             /* TESS_RESERVE: OS-mode primary region size */
+  bool reserve_given;         /* a valid TESS_RESERVE was read (else: init.c's default) */
   size_t huge_threshold;      /* TESS_HUGE_THRESHOLD: own mapping from here */
   size_t heap_cache;          /* TESS_HEAP_CACHE: freed span bytes a heap keeps */
   uint32_t partitions;        /* TESS_PARTITIONS: 0 = automatic */

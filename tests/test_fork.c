@@ -11,8 +11,9 @@
  * Two more ways to meet a lock held across fork():
  * - a fifth thread keeps reading and printing the statistics, whose locks
  *   the child then needs for its own (tess_stats_get, tess_stats_print);
- * - fork handlers registered before the allocator's (a constructor of
- *   high priority, before tessalloc's own) allocate and free, as glibc
+ * - fork handlers registered before the allocator's (a constructor at
+ *   tessalloc's own priority, linked first; fully static, just after
+ *   it: TESS_FORK_STATIC) allocate and free, as glibc
  *   allows: with tess_*, their prepare step runs after the allocator's has
  *   taken its locks, their child step before it lets them go;
  * - with the standard names, a handler registered that early also takes a
@@ -113,12 +114,25 @@ static void *lock_holder(void *arg) {
 }
 #endif
 
-__attribute__((constructor(101))) static void early_fork_handlers(void) {
+/* At the priority of tessalloc's own constructor (init.c), linked first,
+ * so that it runs first and its handlers come in through our
+ * __register_atfork (the LD_PRELOAD case, where the program's libraries
+ * start first); fully static, glibc's __register_atfork is linked, and only
+ * a later constructor can count on ours going first. */
+#ifdef TESS_FORK_STATIC
+#define EARLY_HANDLERS_PRIORITY 101
+#else
+#define EARLY_HANDLERS_PRIORITY 100
+#endif
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wprio-ctor-dtor"
+__attribute__((constructor(EARLY_HANDLERS_PRIORITY))) static void early_fork_handlers(void) {
   pthread_atfork(allocate_in_handler, allocate_in_handler, allocate_in_handler);
 #ifndef TESS_FORK_API
   pthread_atfork(handler_lock, handler_unlock, handler_unlock);
 #endif
 }
+#pragma GCC diagnostic pop
 
 static int block_ok(const struct block *b) { return pat_check(b->p, b->n, b->key) == PAT_OK; }
 

@@ -4,6 +4,9 @@
  * process (this program re-executed with the scenario's environment); the
  * parent checks its exit status and what it printed on stderr.
  *
+ * Usage: test_options (all); test_options SCENARIO runs one without its
+ * environment (set the TESS_* values of scenarios[] by hand)
+ *
  *   decommit-now     TESS_DECOMMIT_DELAY_MS=0: a freed 8 MiB large block
  *                    leaves RSS at once
  *   decommit-delay   TESS_DECOMMIT_DELAY_MS=300: it stays until the delay has
@@ -19,6 +22,8 @@
  *                    unmapped on free, and realloc moves it with mremap
  *   small-reserve    TESS_RESERVE=16M: more memory than the first region holds
  *                    comes from overflow regions, all of it usable and freeable
+ *   address-limit    with 40 MiB of address space left (RLIMIT_AS), the first
+ *                    reservation halves down to 16 MiB and blocks come
  *   address-share    with 1 GiB of address space left (RLIMIT_AS), the first
  *                    reservation leaves room for a 700 MiB block (it took
  *                    about half of what was left)
