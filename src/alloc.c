@@ -66,10 +66,12 @@ static block_info_t classify(const void *p) {
     if (d->kind == TESS_PAGE_SLAB) {
       const tess_class_info_t *cls = &tessi_classes[d->size_class];
       uint64_t in_slab = tessi_offset_in_span(a - r->base, page);
-      /* capacity is the owner's to read: a block beyond it was never
-       * handed out */
-      bool carved = atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap ||
-                    in_slab / cls->block_size < d->capacity;
+      /* a block beyond the carved ones was never handed out; an emptied
+       * slab, cached by its heap, has none (capacity: written by the owner
+       * only, and a block another thread holds was carved before it got
+       * it) */
+      bool carved = in_slab < (uint64_t)__atomic_load_n(&d->capacity, __ATOMIC_RELAXED) *
+                                  cls->block_size;
       if (!tessi_is_block_start(in_slab, d->u.div_magic) || !carved) {
         info.why = "not the start of a block";
         return info;
@@ -359,8 +361,13 @@ static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) 
     tessi_large_free(d);
     return;
   }
+  /* another thread's slab, at a block it carved (an emptied slab, cached
+   * by its heap, has none: a free into it from another thread went on a
+   * dead slab's stack, a review) */
   if (d->kind == TESS_PAGE_SLAB && tessi_is_block_start(in_slab, d->u.div_magic) &&
-      atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap) {
+      atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap &&
+      in_slab < (uint64_t)__atomic_load_n(&d->capacity, __ATOMIC_RELAXED) *
+                    tessi_classes[d->size_class].block_size) {
     tessi_heap_free_remote(d, p);
     return;
   }

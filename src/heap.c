@@ -321,7 +321,7 @@ static void slab_empty(tess_heap_t *h, tess_page_t *d) {
       atomic_load_explicit(&empty_slab_budget, memory_order_relaxed)) {
     /* no block and no class until formatted again (check.c relies on it) */
     d->free = d->local_free = NULL;
-    d->capacity = 0;
+    __atomic_store_n(&d->capacity, 0, __ATOMIC_RELAXED); /* any thread's free reads it */
     d->next = h->empty_slabs;
     h->empty_slabs = d;
     h->empty_slab_pages += pages;
@@ -361,6 +361,7 @@ static tess_page_t *slab_new(tess_heap_t *h, unsigned cls) {
 static void heap_delayed_push(tess_heap_t *h, tess_block_t *b) {
   tess_block_t *old = atomic_load_explicit(&h->delayed, memory_order_relaxed);
   do {
+    if (TESS_UNLIKELY(old == b)) tessi_report_invalid("free", b, "freed twice");
     b->next = old;
   } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &old, b, memory_order_release,
                                                   memory_order_relaxed));
@@ -402,6 +403,9 @@ void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
         return;
       }
     } else {
+      /* the block on top freed again: a double free, which would link the
+       * block to itself (and the owner's collection loop for good) */
+      if (TESS_UNLIKELY((tess_block_t *)old == b)) tessi_report_invalid("free", b, "freed twice");
       b->next = (tess_block_t *)old;
       if (atomic_compare_exchange_weak_explicit(&d->remote, &old, (uintptr_t)b,
                                                 memory_order_seq_cst, memory_order_relaxed)) {

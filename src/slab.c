@@ -19,7 +19,7 @@ void tessi_slab_format(tess_page_t *d, unsigned cls, tess_heap_t *owner) {
   d->free = NULL;
   d->local_free = NULL;
   d->state = 0;
-  d->capacity = 0;
+  __atomic_store_n(&d->capacity, 0, __ATOMIC_RELAXED); /* read by any thread: alloc.c */
   d->size_class = (uint8_t)cls;
   d->head_delta = 0;
   d->u.div_magic = info->div_magic;
@@ -46,16 +46,19 @@ static void slab_extend(tess_page_t *d) {
   }
   ((tess_block_t *)block)->next = d->free;
   d->free = (tess_block_t *)first;
-  d->capacity = (uint16_t)(d->capacity + count);
+  __atomic_store_n(&d->capacity, (uint16_t)(d->capacity + count), __ATOMIC_RELAXED);
 }
 
-/* Puts the chain first..(its end) in front of d->free; returns its length. */
+/* Puts the chain first..(its end) in front of d->free; returns its length.
+ * A chain longer than the blocks carved has a cycle: a block freed twice
+ * by other threads, not next to each other on the stack (two in a row are
+ * caught at the push: heap.c); collected, it looped for good (a review). */
 static uint32_t prepend_chain(tess_page_t *d, tess_block_t *first) {
   uint32_t count = 1;
   tess_block_t *last = first;
   while (last->next != NULL) {
     last = last->next;
-    count++;
+    if (++count > d->capacity) tessi_report_invalid("free", last, "freed twice");
   }
   last->next = d->free;
   d->free = first;

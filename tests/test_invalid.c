@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <regex.h>
 #include <signal.h>
 #include <stdint.h>
@@ -87,6 +88,62 @@ static void *t_one_after_huge(void *stack_buf, size_t size, size_t offset) {
   return (void *)1;
 }
 
+/* Blocks of another thread's heap, made and freed there (joined before
+ * the bad call). */
+enum { OTHER_BLOCKS = 4000 };
+static void *g_other[OTHER_BLOCKS];
+static size_t g_other_size;
+
+/* Fills a slab and starts the next, then frees the whole first slab (the
+ * blocks carved one after another from the first): it empties, not the
+ * current one, into the thread's cache of empty slabs. */
+static void *empty_first_slab(void *arg) {
+  (void)arg;
+  for (int i = 0; i < OTHER_BLOCKS; i++) g_other[i] = tess_malloc(g_other_size);
+  char *first = g_other[0];
+  size_t stride = tess_usable_size(first); /* the block size */
+  for (int i = 0; i < OTHER_BLOCKS && (char *)g_other[i] == first + (size_t)i * stride; i++) {
+    tess_free(g_other[i]);
+  }
+  return NULL;
+}
+
+static void *run_thread(void *(*body)(void *)) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, body, NULL) != 0 || pthread_join(t, NULL) != 0) return NULL;
+  return g_other[0];
+}
+
+/* A block of a slab its heap emptied and keeps cached, freed by another
+ * thread: pushed on the dead slab's remote stack, and lost when the slab
+ * was formatted again (a review). */
+static void *t_emptied_other(void *stack_buf, size_t size, size_t offset) {
+  g_other_size = size;
+  return run_thread(empty_first_slab);
+}
+
+/* A block of another thread's live slab freed twice by other threads:
+ * the second push linked it to itself, and the owner's next collection
+ * looped for good (a review). */
+static void *make_two(void *arg) {
+  (void)arg;
+  g_other[0] = tess_malloc(g_other_size);
+  g_other[1] = tess_malloc(g_other_size); /* the slab keeps a block out */
+  return NULL;
+}
+
+static void *free_first(void *arg) {
+  (void)arg;
+  tess_free(g_other[0]);
+  return NULL;
+}
+
+static void *t_freed_by_another(void *stack_buf, size_t size, size_t offset) {
+  g_other_size = size;
+  if (run_thread(make_two) == NULL) return NULL;
+  return run_thread(free_first) != NULL ? g_other[0] : NULL;
+}
+
 static struct death_case cases[64];
 static int ncases;
 
@@ -123,6 +180,9 @@ static void build_cases(void) {
   add("double-free-huge-64MiB", OP_FREE, 64 << 20, 0, t_freed);
   /* a small block whose slab has nothing else out (the current slab) */
   add("double-free-small-64", OP_FREE, 64, 0, t_freed);
+  add("free-emptied-slab-other-thread", OP_FREE, 48, 0, t_emptied_other);
+  add("usable_size-emptied-slab-other-thread", OP_USABLE, 48, 0, t_emptied_other);
+  add("double-free-small-by-other-threads", OP_FREE, 48, 0, t_freed_by_another);
   add("realloc-small-100+16", OP_REALLOC, 100, 16, t_interior);
   add("realloc-large-300KiB+4096", OP_REALLOC, 300 << 10, 4096, t_interior);
   add("usable_size-small-100+16", OP_USABLE, 100, 16, t_interior);
