@@ -101,7 +101,7 @@ static void *empty_first_slab(void *arg) {
   (void)arg;
   for (int i = 0; i < OTHER_BLOCKS; i++) g_other[i] = tess_malloc(g_other_size);
   char *first = g_other[0];
-  size_t stride = tess_usable_size(first); /* the block size */
+  size_t stride = (size_t)((char *)g_other[1] - first); /* the block size, tag and all */
   for (int i = 0; i < OTHER_BLOCKS && (char *)g_other[i] == first + (size_t)i * stride; i++) {
     tess_free(g_other[i]);
   }
