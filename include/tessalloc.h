@@ -188,9 +188,9 @@ TESS_API void tess_stats_print(FILE *out);
  * broken one. Call it while no other thread allocates or frees. */
 TESS_API const char *tess_heap_check(void);
 
-/* Calls visit(ptr, usable_size, arg) for every live block in the regions
- * (slab and large blocks; not huge blocks, which have mappings of their
- * own in OS mode), in address order per region; stops when visit
+/* Calls visit(ptr, usable_size, arg) for every live block: slab and
+ * large blocks in address order per region, then the huge blocks (OS
+ * mode: mappings of their own) in no particular order; stops when visit
  * returns nonzero and returns that value (0 when all were visited).
  * Call it while no other thread
  * allocates or frees. visit runs with the heap's locks held: it must not

@@ -372,6 +372,9 @@ int tess_heap_visit(int (*visit)(void *ptr, size_t size, void *arg), void *arg) 
   tessi_lock(&walk_lock);
   tessi_in_visit = true;
   walk_all(&w);
+  /* then the huge blocks (OS mode), which the walk of the regions does not
+   * meet: they were left out, so a visit did not see every block */
+  if (w.visit_result == 0) w.visit_result = tessi_huge_visit(visit, arg, VISIT_TAG);
   tessi_in_visit = false;
   tessi_unlock(&walk_lock);
   return w.visit_result;

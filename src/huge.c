@@ -138,6 +138,17 @@ void tessi_huge_peaks(size_t *count, size_t *bytes) {
   tessi_unlock(&huge.lock);
 }
 
+int tessi_huge_visit(int (*visit)(void *ptr, size_t size, void *arg), void *arg, size_t tag) {
+  tessi_lock(&huge.lock);
+  int result = 0;
+  for (size_t i = 0; i < huge.capacity && result == 0; i++) {
+    const tess_huge_t *s = &huge.slots[i];
+    if (s->ptr > SLOT_DELETED) result = visit((void *)s->ptr, s->size - tag, arg);
+  }
+  tessi_unlock(&huge.lock);
+  return result;
+}
+
 void tessi_huge_fork_prepare(void) { tessi_lock(&huge.lock); }
 void tessi_huge_fork_parent(void) { tessi_unlock(&huge.lock); }
 void tessi_huge_fork_child(void) { tessi_lock_reset(&huge.lock); }

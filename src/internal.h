@@ -643,6 +643,10 @@ void *tessi_huge_alloc(size_t size, size_t align);
 size_t tessi_huge_usable(const void *p);
 bool tessi_huge_free(void *p);
 void *tessi_huge_realloc(void *p, size_t size);
+/* visit(block, its size less `tag`, arg) for every huge block, in no
+ * particular order, under the table's lock; the first nonzero answer
+ * stops it and is returned (check.c, tess_heap_visit). */
+int tessi_huge_visit(int (*visit)(void *ptr, size_t size, void *arg), void *arg, size_t tag);
 /* The most huge blocks, and bytes of them, live at once so far. */
 void tessi_huge_peaks(size_t *count, size_t *bytes);
 void tessi_huge_fork_prepare(void);
