@@ -49,6 +49,15 @@ typedef struct block_info_s {
   const char *why; /* for BLOCK_INVALID */
 } block_info_t;
 
+/* Whether the block at in_slab of slab d was ever carved (handed out):
+ * the count is the owner's, stored with relaxed atomics, and a block
+ * another thread holds was carved before it got it; an emptied slab,
+ * cached by its heap, has none. */
+static inline bool slab_carved(const tess_page_t *d, uint64_t in_slab) {
+  return in_slab < (uint64_t)__atomic_load_n(&d->capacity, __ATOMIC_RELAXED) *
+                       tessi_classes[d->size_class].block_size;
+}
+
 /* What p is, checked from the outside in: inside a region? on a live
  * slab or large head? at a block boundary? Nothing is written until the
  * answer is known, so a bad pointer cannot corrupt the heap. */
@@ -66,13 +75,7 @@ static block_info_t classify(const void *p) {
     if (d->kind == TESS_PAGE_SLAB) {
       const tess_class_info_t *cls = &tessi_classes[d->size_class];
       uint64_t in_slab = tessi_offset_in_span(a - r->base, page);
-      /* a block beyond the carved ones was never handed out; an emptied
-       * slab, cached by its heap, has none (capacity: written by the owner
-       * only, and a block another thread holds was carved before it got
-       * it) */
-      bool carved = in_slab < (uint64_t)__atomic_load_n(&d->capacity, __ATOMIC_RELAXED) *
-                                  cls->block_size;
-      if (!tessi_is_block_start(in_slab, d->u.div_magic) || !carved) {
+      if (!tessi_is_block_start(in_slab, d->u.div_magic) || !slab_carved(d, in_slab)) {
         info.why = "not the start of a block";
         return info;
       }
@@ -366,8 +369,7 @@ static TESS_NOINLINE void free_other(void *p, tess_page_t *d, uint64_t in_slab) 
    * dead slab's stack, a review) */
   if (d->kind == TESS_PAGE_SLAB && tessi_is_block_start(in_slab, d->u.div_magic) &&
       atomic_load_explicit(&d->owner, memory_order_relaxed) != tessi_tls_heap &&
-      in_slab < (uint64_t)__atomic_load_n(&d->capacity, __ATOMIC_RELAXED) *
-                    tessi_classes[d->size_class].block_size) {
+      slab_carved(d, in_slab)) {
     tessi_heap_free_remote(d, p);
     return;
   }

@@ -202,7 +202,7 @@ static void walk_region(walk_t *w, tess_region_t *r) {
         fail(w, "page map: free span without its tail", addr, false);
         return;
       }
-      if (d->span_dirty > pages || !(d->flags & TESS_SPAN_DIRTY) != (d->span_dirty == 0)) {
+      if (d->span_dirty > pages) {
         fail(w, "page map: free span with a bad count of dirty pages", addr, false);
         return;
       }

@@ -79,7 +79,7 @@ static void bin_remove(tess_partition_t *p, tess_page_t *d) {
 }
 
 /* `dirty`: how many of its pages may be resident, at most all (a bound kept
- * through merges and splits: DIRTY when not 0). Merged with the flag alone,
+ * through merges and splits). Merged as a flag ("dirty") alone,
  * a small free next to a decommitted span, or to a partition's untouched
  * end, made all of it dirty: the statistics' committed bytes read 32 GiB
  * with 1 MiB resident, and every later small free there had the whole
@@ -88,7 +88,7 @@ static void write_free_span(tess_page_t *head, size_t pages, uint16_t flags, uin
                             size_t dirty) {
   dirty = TESS_MIN(dirty, pages);
   head->kind = TESS_PAGE_FREE;
-  head->flags = (uint16_t)((flags & ~TESS_SPAN_DIRTY) | (dirty != 0 ? TESS_SPAN_DIRTY : 0));
+  head->flags = flags;
   head->span_dirty = dirty;
   head->head_delta = 0;
   head->u.span.pages = (uint32_t)pages;
@@ -894,8 +894,8 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
   tessi_unlock(&p->lock);
   for (tess_page_t *d = busy; d != NULL; d = d->next) {
     /* a range the OS would not drop (pages locked by mlock/mlockall:
-     * EINVAL) keeps its contents: not ZERO, and not DIRTY either, or
-     * every round would try it again */
+     * EINVAL) keeps its contents: not ZERO, and counted dirty no more,
+     * or every round would try it again */
     bool dropped = tessi_plat_decommit((void *)tessi_page_addr(p->region, d),
                                        (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
     d->flags = dropped ? TESS_SPAN_ZERO : 0; /* the parked span's, ours alone; none dirty */

@@ -95,8 +95,7 @@ enum tess_page_kind {
 #define TESS_LARGE_CACHED 0x01 /* free, kept in its heap's span cache */
 
 /* flags of a free span head */
-#define TESS_SPAN_ZERO 0x01  /* every byte known to be zero */
-#define TESS_SPAN_DIRTY 0x02 /* span_dirty > 0: pages resident, to decommit */
+#define TESS_SPAN_ZERO 0x01 /* every byte known to be zero (dirty pages: span_dirty) */
 
 /* low bit of slab->remote: the slab is detached and the next remote free
  * must tell the owner (blocks are 16-byte aligned, so the bit is free) */
