@@ -10,16 +10,26 @@
  * oe_allocator_cleanup (OE's destructor call frees before its last
  * thread cleanup): both are tolerated.
  *
- * If OE's own headers are included first, their declarations are used;
- * include them first or not at all (this header declares OE's result type
- * only as far as oe_allocator_mallinfo needs it, and openenclave/bits/
- * result.h included after it would declare it again). A heap of less than
+ * Where OE's headers are on the include path, this header includes them
+ * and uses their declarations; elsewhere it declares OE's result type only
+ * as far as oe_allocator_mallinfo needs it (so OE's openenclave/bits/
+ * result.h, if it could be included after this header without being
+ * found by it, would declare the type again). A heap of less than
  * 1 MiB (end - start) is not taken: every allocation then answers NULL and
  * oe_allocator_mallinfo OE_FAILURE. */
 #ifndef TESSALLOC_OE_H
 #define TESSALLOC_OE_H
 
 #include <stddef.h>
+
+#if defined(__has_include)
+#if __has_include(<openenclave/advanced/allocator.h>)
+#include <openenclave/advanced/allocator.h>
+#endif
+#if __has_include(<openenclave/advanced/mallinfo.h>)
+#include <openenclave/advanced/mallinfo.h>
+#endif
+#endif
 
 #ifdef __cplusplus
 extern "C" {

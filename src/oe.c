@@ -14,17 +14,17 @@
 #include "tessalloc.h"
 #include "tessalloc_oe.h"
 
-void oe_allocator_init(void *heap_start_address, void *heap_end_address) {
+TESS_API void oe_allocator_init(void *heap_start_address, void *heap_end_address) {
   /* a failure leaves tessalloc uninitialized: every allocation then fails,
    * which is all OE could be told anyway */
   (void)tess_init_region(heap_start_address, heap_end_address);
 }
 
-void oe_allocator_cleanup(void) {}
+TESS_API void oe_allocator_cleanup(void) {}
 
-void oe_allocator_thread_init(void) {}
+TESS_API void oe_allocator_thread_init(void) {}
 
-void oe_allocator_thread_cleanup(void) { tess_thread_cleanup(); }
+TESS_API void oe_allocator_thread_cleanup(void) { tess_thread_cleanup(); }
 
 /* OE's fields: "number of bytes allocated at the moment" (the blocks
  * live now, at their sizes, as dlmalloc's count is of its chunks in use,
@@ -37,7 +37,7 @@ void oe_allocator_thread_cleanup(void) { tess_thread_cleanup(); }
  * collections made during the read's slab walk, either way, and the peak
  * keeps what it over-counted (docs/mechanisms/stats.md). The region's
  * footprint and its peak are tess_footprint's. */
-oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
+TESS_API oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   if (info == NULL || !atomic_load_explicit(&tessi_ready, memory_order_acquire)) {
     return OE_FAILURE;
   }

@@ -2,7 +2,12 @@
  * include/tessalloc_oe.h). Included at the end of alloc.c in the
  * libtessalloc-oe.a build, for the same reason as override.c: an alias
  * must be defined in its target's translation unit. Lifecycle and
- * mallinfo are in oe.c. */
+ * mallinfo (oe.c) come into the same object: OE's link names only
+ * oe_allocator_malloc (enclave/link.c) and expects the plug-in's object to
+ * bring all twelve functions, so a lifecycle function in an object of its
+ * own was never taken from the archive, and the linker took OE's default
+ * allocator object for it, whose malloc family then clashed with ours
+ * (tests/oe_link). */
 #include "tessalloc_oe.h"
 
 void *oe_allocator_malloc(size_t size) TESS_ALIAS(tess_malloc);
@@ -13,3 +18,5 @@ void *oe_allocator_aligned_alloc(size_t alignment, size_t size) TESS_ALIAS(tess_
 int oe_allocator_posix_memalign(void **memptr, size_t alignment, size_t size)
     TESS_ALIAS(tess_posix_memalign);
 size_t oe_allocator_malloc_usable_size(void *ptr) TESS_ALIAS(tess_usable_size);
+
+#include "oe.c"

@@ -44,7 +44,15 @@ void tessi_plat_write_error(const char *msg, size_t len) {
   (void)len;
 }
 
-_Noreturn void tessi_plat_abort(void) { __builtin_trap(); }
+/* Inside an enclave, OE's own abort (oecore) when it is linked: a trap
+ * there becomes an exception that the enclave's handlers may continue
+ * past. Elsewhere (tests, other fixed heaps) a trap, for good. */
+extern _Noreturn void oe_abort(void) __attribute__((weak));
+
+_Noreturn void tessi_plat_abort(void) {
+  if (oe_abort != NULL) oe_abort();
+  for (;;) __builtin_trap();
+}
 
 const char *tessi_plat_getenv(const char *name) {
   (void)name;
