@@ -244,6 +244,13 @@ extern _Atomic(size_t) tessi_peak_pages;
 static inline size_t tessi_footprint_peak(void) {
   return atomic_load_explicit(&tessi_peak_pages, memory_order_relaxed) << TESS_PAGE_SHIFT;
 }
+/* The most bytes the partitions held in use at once (blocks, slabs, kept
+ * spans and heap structs; no header or descriptors). */
+extern _Atomic(size_t) tessi_peak_partition_pages;
+static inline size_t tessi_peak_partition_bytes(void) {
+  return atomic_load_explicit(&tessi_peak_partition_pages, memory_order_relaxed)
+         << TESS_PAGE_SHIFT;
+}
 /* OS mode: bytes of free spans that may still be resident, and bytes
  * decommitted so far. */
 void tessi_span_os_counts(size_t *dirty, size_t *decommitted);

@@ -29,28 +29,37 @@ TESS_API void oe_allocator_thread_cleanup(void) { tess_thread_cleanup(); }
 /* OE's fields: "number of bytes allocated at the moment" (the blocks
  * live now, at their sizes, as dlmalloc's count is of its chunks in use,
  * so that a call that frees all it allocated leaves it where it was) and
- * the highest value it reached. The statistics see that peak at their
- * reads and samples (each time the footprint grew by 1/64), not at every
- * allocation, which would take a count every thread shares; a peak between
- * two of them may be missed. Read while other threads free blocks of
- * each other's, the current size is off by the remote frees and their
- * collections made during the read's slab walk, either way, and the peak
- * keeps what it over-counted (docs/mechanisms/stats.md). The region's
- * footprint and its peak are tess_footprint's. */
+ * "the highest value seen". No count every thread shares follows the live
+ * bytes (it would cost each allocation), so the peak is the most the
+ * region's pages ever held of blocks and what serves them (slabs, kept
+ * spans, heap structs beyond the first chunk): never below the most bytes
+ * live at once, and exact as a footprint, as OE's default dlmalloc
+ * reports its peak footprint here. The live bytes' own peak, seen at the
+ * statistics' reads and samples only, missed a third of a new high reached
+ * in pages already in use (test_oe). Read while other threads free blocks
+ * of each other's, the current size is off by the remote frees and their
+ * collections made during the read's slab walk, either way
+ * (docs/mechanisms/stats.md). */
 TESS_API oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   if (info == NULL || !atomic_load_explicit(&tessi_ready, memory_order_acquire)) {
     return OE_FAILURE;
   }
   struct tess_stats s;
   if (tess_stats_get(&s, sizeof s) != 0) return OE_FAILURE;
-  info->current_allocated_heap_size = s.live_bytes;
-  info->peak_allocated_heap_size = s.peak_live_bytes; /* the merge raised it to live_bytes */
   /* what blocks can take: not the header, the page descriptors (1/64 of
    * the region) or the first chunk of heap structs. OE's bigmalloc test
    * allocates 0.99 of this less the current size in one block (it fits
    * while the heaps fit that chunk; at 16 GiB the test also asks for more
    * than 15.9 GiB, which the descriptors do not leave:
    * docs/mechanisms/fixed-heap.md). */
-  info->max_total_heap_size = tessi_fixed_allocatable(tessi_primary);
+  size_t allocatable = tessi_fixed_allocatable(tessi_primary);
+  size_t first_chunk = ((size_t)tessi_primary->page_count << TESS_PAGE_SHIFT) - allocatable;
+  size_t in_use = tessi_peak_partition_bytes();
+  size_t peak = in_use > first_chunk ? in_use - first_chunk : 0;
+  if (peak > allocatable) peak = allocatable;
+  info->max_total_heap_size = allocatable;
+  info->current_allocated_heap_size = s.live_bytes;
+  /* (the merge raised the live bytes' own peak to live_bytes) */
+  info->peak_allocated_heap_size = TESS_MAX(peak, s.peak_live_bytes);
   return OE_OK;
 }

@@ -146,6 +146,11 @@ static _Alignas(64) _Atomic(size_t) bound_pages;
 static _Alignas(64) _Atomic(size_t) meta_pages;
 static _Atomic(size_t) near_pages;             /* 2 * FOOTPRINT_SLACK per partition laid */
 _Alignas(64) _Atomic(size_t) tessi_peak_pages; /* its own line: read on slow paths */
+/* The most pages the partitions held in use at once (the footprint less
+ * the meta pages): oe_allocator_mallinfo's peak. Meta pages only grow, so
+ * each new high of it is a new high of the footprint, which peak_raise
+ * sees. Written only there, beside tessi_peak_pages. */
+_Atomic(size_t) tessi_peak_partition_pages;
 
 /* What a span operation did to the footprint, for footprint_apply once
  * the partition's lock is released. */
@@ -199,6 +204,13 @@ static TESS_NOINLINE void peak_raise(size_t bound) {
   while (now > peak &&
          !atomic_compare_exchange_weak_explicit(&tessi_peak_pages, &peak, now, memory_order_relaxed,
                                                 memory_order_relaxed)) {
+  }
+  size_t meta = atomic_load(&meta_pages);
+  size_t in_use = now > meta ? now - meta : 0;
+  size_t most_in_use = atomic_load_explicit(&tessi_peak_partition_pages, memory_order_relaxed);
+  while (in_use > most_in_use &&
+         !atomic_compare_exchange_weak_explicit(&tessi_peak_partition_pages, &most_in_use, in_use,
+                                                memory_order_relaxed, memory_order_relaxed)) {
   }
 }
 
