@@ -902,9 +902,15 @@ static void body_worker(slot_t *s) { burst(s, O.burst_min, O.burst_max); }
  * pool, then a short burst of its own (all freed). */
 static void body_other(slot_t *s) {
   size_t n = pool_take(s, s->batch, (size_t)O.other_frees);
+  /* live until freed: the pool's count dropped them all at once (up to 512
+   * blocks), so the samples taken while they are freed counted them nowhere */
+  int64_t taken = 0;
+  for (size_t i = 0; i < n; i++) taken += (int64_t)s->batch[i].size;
+  bump_i(&s->live, taken);
   for (size_t i = 0; i < n; i++) {
     check_block(&s->batch[i], "before free, from the pool");
     A->free(s->batch[i].p);
+    bump_i(&s->live, -(int64_t)s->batch[i].size);
   }
   long lo = O.burst_min / 4 > 0 ? O.burst_min / 4 : 1,
        hi = O.burst_max / 10 > lo ? O.burst_max / 10 : lo;

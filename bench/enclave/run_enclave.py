@@ -527,10 +527,14 @@ def a_table(runs: list[ARun], names: list[str], threads: list[int],
             args: argparse.Namespace) -> list[str]:
     """The sample's table: one line of medians per thread count."""
     med = a_medians(runs)
-    nulls: dict[tuple[str, int], int] = {}
+    nulls: dict[tuple[str, int], int] = {}  # summed over the runs
+    null_runs: dict[tuple[str, int], int] = {}  # runs with any
+    run_count: dict[tuple[str, int], int] = {}
     for r in runs:
         key = (r.allocator, r.threads)
         nulls[key] = nulls.get(key, 0) + max(r.nulls, 0)
+        null_runs[key] = null_runs.get(key, 0) + (r.nulls > 0)
+        run_count[key] = run_count.get(key, 0) + 1
     host = ("a new host thread per ECALL" if args.host_a == "new-thread"
             else "a pool of host threads made before init")
     lines = [
@@ -549,7 +553,8 @@ def a_table(runs: list[ARun], names: list[str], threads: list[int],
                 continue
             text = f"{name} = {fmt_ms(med[(name, n)])} ms"
             if nulls.get((name, n)):
-                text += f" ({nulls[(name, n)]} NULL)"
+                text += (f" ({nulls[(name, n)]} NULL in {null_runs[(name, n)]}"
+                         f" of {run_count[(name, n)]} runs)")
             parts.append(text)
         lines += [f"num-threads = {n}:", "      " + ", ".join(parts), ""]
     return lines
@@ -610,8 +615,8 @@ def read_series(path: Path) -> dict[str, list[float]]:
 def mean_footprint_ratio(series: dict[str, list[float]]) -> Optional[float]:
     """Footprint per live byte over a workload-B run: the mean footprint
     over the mean live requested bytes of its samples, less the first two
-    (start-up) and the last (after the teardown). The peak ratio the target
-    judges compares two maxima taken at different moments; this one says
+    (start-up) and the last (after the threads stopped, before the
+    teardown). The peak ratio the target judges compares two maxima taken at different moments; this one says
     how much footprint each live byte costs while the run goes on, which
     differs where an allocator gives memory back (dlmalloc's footprint never
     falls, so its peak ratio is its high-water mark over the most that was
@@ -761,6 +766,7 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
               threads: list[int], args: argparse.Namespace,
               nproc: int) -> list[str]:
     med = a_medians(runs)
+    with_nulls = {(r.allocator, r.threads) for r in runs if r.nulls > 0}
     top = max(threads)
     md = [
         "## Workload A: the Open Enclave pluggable_allocator sample",
@@ -779,10 +785,10 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
     ]
     if top > nproc:
         md += [f"**This machine has {nproc} CPUs: the runs with more than "
-               f"{nproc} threads are oversubscribed** (threads wait for a "
-               f"CPU, so lock-based allocators suffer less than on a machine "
-               f"with a core per thread, and times above {nproc} threads "
-               f"grow with the thread count for every allocator).", ""]
+               f"{nproc} threads are oversubscribed** (times above {nproc} "
+               f"threads grow with the thread count for every allocator, and "
+               f"dlmalloc's spin lock, OE's, loses time slices to threads "
+               f"spinning while its holder waits for a CPU).", ""]
     md += ["```"] + a_table(runs, names, threads, args) + ["```", ""]
     ratio_cols = [n for n in names if n != TESSALLOC]
     has_tess = TESSALLOC in names
@@ -797,10 +803,11 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
                           for a in names]
         if has_tess:
             tess = med.get((TESSALLOC, n))
-            row += [fmt_ratio(med[(a, n)] / tess)
+            row += [fmt_ratio(med[(a, n)] / tess) + ("*" if (a, n) in with_nulls else "")
                     if tess and (a, n) in med else "n/a" for a in ratio_cols]
         md.append("| " + " | ".join(row) + " |")
-    md += ["", "(ratio > 1: tessalloc is faster.)", ""]
+    md += ["", "(ratio > 1: tessalloc is faster; * : some of that allocator's runs at "
+           "that count returned NULL, so they did less work.)", ""]
 
     # Footprint, OS calls, NULLs.
     md += [
@@ -824,9 +831,9 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
         "asked of mmap/mremap at load and init (memory outside the region).",
         "",
         "| allocator | footprint MiB | footprint MiB, at once | touched MiB | "
-        "OS calls load / init | mmap'd outside MiB | OS calls after init | "
-        "NULLs (thread counts) |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "touched MiB, at once | OS calls load / init | mmap'd outside MiB | "
+        "OS calls after init | NULLs, all runs summed (thread counts) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name in names:
         at_top = [r for r in runs if r.allocator == name and r.threads == top]
@@ -838,6 +845,7 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
               else -1.0)
         touched = median(r.touched_bytes for r in at_top) if at_top else -1.0
         fp_once = overlap_footprint(overlap, name)
+        touched_once = [r.touched_bytes for r in overlap if r.allocator == name]
         mine = mine + [r for r in overlap if r.allocator == name]
         null_counts = sorted({r.threads for r in mine if r.nulls > 0})
         nulls = sum(max(r.nulls, 0) for r in mine)
@@ -847,6 +855,7 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
         md.append(
             f"| {name} | {fmt_mib(fp)} | {fmt_mib(fp_once)} | "
             f"{fmt_mib(touched)} | "
+            f"{fmt_mib(median(touched_once) if touched_once else -1.0)} | "
             f"{max(r.os_calls_load for r in mine)} / "
             f"{max(r.os_calls_init for r in mine)} | "
             f"{fmt_mib(outside)} | "
@@ -1091,8 +1100,22 @@ def worker_calls_per_cpu_s(run: BRun) -> float:
             if run.worker_cpu_s > 0 and run.worker_mallocs >= 0 else 0.0)
 
 
+def unkept_lapses(run: Any) -> str:
+    """What a run of tessalloc that is not kept (a warm-up of A) found
+    against the targets that every run must meet: NULLs and OS memory calls
+    after init ("" when none)."""
+    lapses = []
+    if run.nulls > 0:
+        lapses.append(f"{run.nulls} NULL returns")
+    os_after = run.os_calls_after_init + run.os_calls_after_init_outside
+    if os_after > 0:
+        lapses.append(f"{os_after} OS memory calls after init")
+    return "; ".join(lapses)
+
+
 def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
-    runs = [r for r in runs if r.repetition > 0]  # not the statistics runs
+    every_run = runs  # the statistics runs (repetition 0) count for NULLs, OS calls
+    runs = [r for r in runs if r.repetition > 0]
     md = ["### Targets (workload B, tessalloc)", ""]
     if not any(r.allocator == TESSALLOC for r in runs):
         return md + ["tessalloc was not measured.", ""]
@@ -1138,8 +1161,10 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
         mine = [r for r in runs if r.allocator == TESSALLOC and r.host == host]
         if not mine:
             continue
-        nulls = sum(r.nulls for r in mine)
-        md.append(f"| {host} | zero NULLs | {nulls} | {verdict(nulls == 0)} |")
+        all_mine = [r for r in every_run if r.allocator == TESSALLOC and r.host == host]
+        nulls = sum(r.nulls for r in all_mine)
+        md.append(f"| {host} | zero NULLs (every run, the statistics run too) | {nulls} | "
+                  f"{verdict(nulls == 0)} |")
         ratios = [r.footprint_ratio for r in mine
                   if r.footprint_ratio is not None]
         worst = max(ratios) if ratios else None
@@ -1176,7 +1201,7 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
             md.append(f"| {host} | {calls} >= snmalloc's | "
                       f"{vs_sn[1]} | {verdict(vs_sn[0] >= 1)} |")
         os_after = max(r.os_calls_after_init + r.os_calls_after_init_outside
-                       for r in mine)
+                       for r in all_mine)
         md.append(f"| {host} | no OS memory call after init | {os_after} | "
                   f"{verdict(os_after == 0)} |")
     md.append("")
@@ -1352,15 +1377,21 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
         def measure(plug: Plugin, label: str, what: str,
                     call: Callable[[], tuple[Any, str]],
                     keep: Optional[list[Any]]) -> None:
-            """One run: kept in `keep` (None: a warm-up, dropped), a failed
-            check noted as `what: why`, a tool error noted and logged."""
+            """One run: kept in `keep` (None: a warm-up or tessalloc's
+            statistics run, neither timed nor judged), a failed check noted
+            as `what: why`, a tool error noted and logged. What a run that
+            is not kept found still counts: its failed checks, and for
+            tessalloc its NULLs and OS memory calls after init (the
+            targets' "no NULL" and "no OS call")."""
             progress.describe(label)
             try:
                 run, why = call()
                 if keep is not None:
                     keep.append(run)
-                    if why:
-                        note(plug.name, f"{what}: {why}")
+                elif not why and plug.name == TESSALLOC:
+                    why = unkept_lapses(run)
+                if why:
+                    note(plug.name, f"{what}: {why}")
             except BenchError as exc:
                 note(plug.name, str(exc))
                 progress.log(f"FAILED: {exc}")
@@ -1374,7 +1405,8 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
                 for n in threads:
                     for plug in plugins:
                         measure(plug, f"A {plug.name} {n} thr ({label})",
-                                f"A {plug.name} {n} threads run {rep}",
+                                f"A {plug.name} {n} threads "
+                                + ("warm-up" if warm else f"run {rep}"),
                                 lambda: run_a(bench, plug, n, max(rep, 0),
                                               args),
                                 None if warm else a_runs)

@@ -113,8 +113,22 @@ class TableTest(unittest.TestCase):
         i = lines.index("num-threads = 1:")
         self.assertEqual(lines[i + 1],
                          "      dlmalloc = 6.0 ms, snmalloc = 2.8 ms, "
-                         "tessalloc = n/a, mimalloc3 = 3.3 ms (4 NULL)")
+                         "tessalloc = n/a, mimalloc3 = 3.3 ms (4 NULL in 1 of 1 runs)")
         self.assertEqual(lines[i + 2], "")
+
+    def test_runs_not_kept_still_count_their_nulls_and_os_calls(self) -> None:
+        clean = a_run("tessalloc", 4, 1.0)
+        self.assertEqual(re_mod.unkept_lapses(clean), "")
+        lapsed = dataclasses.replace(clean, nulls=3, os_calls_after_init=2)
+        self.assertEqual(re_mod.unkept_lapses(lapsed),
+                         "3 NULL returns; 2 OS memory calls after init")
+
+    def test_b_nulls_of_the_statistics_run_fail_the_target(self) -> None:
+        runs = [b_run("tessalloc", 1100),
+                dataclasses.replace(b_run("tessalloc", 1100), repetition=0, nulls=7)]
+        rows = "\n".join(re_mod.b_targets(runs, ["pooled"]))
+        self.assertIn("| pooled | zero NULLs (every run, the statistics run too) | 7 | FAIL |",
+                      rows)
 
     def test_footprint_target_judged_on_calls_at_once(self) -> None:
         mib = 1 << 20
@@ -158,7 +172,7 @@ class TableTest(unittest.TestCase):
         self.assertIn(re_mod.verdict(True), judged[0])
 
     def test_b_footprint_over_time_is_recorded_beside_the_peaks(self) -> None:
-        # the start-up samples and the last (after the teardown) are left
+        # the start-up samples and the last (when the threads stopped) are left
         # out: 2 samples of 300 and 330 bytes of footprint for 200 and 300
         # live make 630 / 500
         series = {"t_s": [0, 0.5, 1, 1.5, 2],

@@ -82,8 +82,10 @@ CHECK_TIMEOUT_S = 300
 
 NOTES: dict[str, list[str]] = {
     "dlmalloc": [
-        "one std::sync::Mutex around all calls; granularity 4 KiB; the bump "
-        "pointer never takes memory back, so footprint() = bytes bumped",
+        "one spin lock around all calls, as OE's dlmalloc takes (USE_LOCKS 1: "
+        "dlmalloc's spin lock); granularity 4 KiB; the bump pointer goes back "
+        "when dlmalloc trims its top (as OE's dlmalloc_sbrk with a negative "
+        "increment), so footprint() = bytes below the bump pointer",
     ],
     "snmalloc": [
         "FixedRangeConfig<PALNoAlloc<DefaultPal>>; page map at the start of "
