@@ -44,8 +44,15 @@ TESS_API oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   if (info == NULL || !atomic_load_explicit(&tessi_ready, memory_order_acquire)) {
     return OE_FAILURE;
   }
-  struct tess_stats s;
-  if (tess_stats_get(&s, sizeof s) != 0) return OE_FAILURE;
+  if (tessi_in_visit) return OE_FAILURE; /* the walk's locks are held */
+  /* 5.4 KiB, kept off the caller's stack: an enclave's thread stacks can
+   * be a few pages */
+  static struct tess_stats stats;
+  static tess_lock_t stats_lock;
+  tessi_lock(&stats_lock);
+  tessi_stats_merge(&stats);
+  size_t live = stats.live_bytes, peak_live = stats.peak_live_bytes;
+  tessi_unlock(&stats_lock);
   /* what blocks can take: not the header, the page descriptors (1/64 of
    * the region) or the first chunk of heap structs. OE's bigmalloc test
    * allocates 0.99 of this less the current size in one block (it fits
@@ -58,8 +65,8 @@ TESS_API oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   size_t peak = in_use > first_chunk ? in_use - first_chunk : 0;
   if (peak > allocatable) peak = allocatable;
   info->max_total_heap_size = allocatable;
-  info->current_allocated_heap_size = s.live_bytes;
-  /* (the merge raised the live bytes' own peak to live_bytes) */
-  info->peak_allocated_heap_size = TESS_MAX(peak, s.peak_live_bytes);
+  info->current_allocated_heap_size = live;
+  /* (the merge raised the live bytes' own peak to live) */
+  info->peak_allocated_heap_size = TESS_MAX(peak, peak_live);
   return OE_OK;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
 #include "check.h"
 #include "tessalloc_oe.h"
@@ -84,6 +85,40 @@ static void peak_reached_in_holes(void) {
         info.current_allocated_heap_size);
 }
 
+/* oe_allocator_mallinfo on a stack of two pages with nothing mapped below
+ * (an enclave's thread stacks can be that small): it put the 5.4 KiB
+ * statistics struct on the stack twice (its own and tess_stats_get's) and
+ * ran off the end. Not under the sanitizers, whose frames are larger and
+ * which follow stack switches poorly. */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+static ucontext_t small_stack_ctx, main_ctx;
+static oe_result_t small_stack_result = OE_FAILURE;
+static oe_mallinfo_t small_stack_info;
+
+static void mallinfo_on_small_stack(void) {
+  small_stack_result = oe_allocator_mallinfo(&small_stack_info);
+}
+
+static void mallinfo_small_stack(void) {
+  size_t page = 4096, pages = 2;
+  char *map = mmap(NULL, (pages + 1) * page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(map != MAP_FAILED, "mmap");
+  REQUIRE(mprotect(map, page, PROT_NONE) == 0, "guard page");
+  REQUIRE(getcontext(&small_stack_ctx) == 0, "getcontext");
+  small_stack_ctx.uc_stack.ss_sp = map + page;
+  small_stack_ctx.uc_stack.ss_size = pages * page;
+  small_stack_ctx.uc_link = &main_ctx;
+  makecontext(&small_stack_ctx, mallinfo_on_small_stack, 0);
+  REQUIRE(swapcontext(&main_ctx, &small_stack_ctx) == 0, "swapcontext");
+  CHECK(small_stack_result == OE_OK, "mallinfo on an 8 KiB stack");
+  CHECK(small_stack_info.max_total_heap_size > 0, "mallinfo on an 8 KiB stack: max");
+  munmap(map, (pages + 1) * page);
+}
+#else
+static void mallinfo_small_stack(void) {}
+#endif
+
 int main(void) {
   oe_mallinfo_t info;
   CHECK(oe_allocator_mallinfo(&info) == OE_FAILURE, "mallinfo before init");
@@ -101,6 +136,7 @@ int main(void) {
   CHECK(info.current_allocated_heap_size == 0, "%zu bytes allocated before any allocation",
         info.current_allocated_heap_size);
   peak_reached_in_holes();
+  mallinfo_small_stack();
 
   for (unsigned round = 0; round < 3; round++) {
     size_t before = mallinfo_now().current_allocated_heap_size;
