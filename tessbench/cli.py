@@ -86,16 +86,31 @@ def allocators(build: Path, cache: Path) -> tuple[list[runner.Allocator], list[s
     return found, notes
 
 
+#: The most threads a workload program takes (bench/workloads/wl.c).
+MAX_THREADS = 4096
+
+
 def thread_counts(text: str) -> tuple[int, ...]:
-    """--threads' value: comma-separated positive counts, ascending, each once."""
+    """--threads' value: comma-separated counts from 1 to MAX_THREADS, ascending, each once."""
     try:
         counts = {int(t) for t in text.split(",") if t.strip()}
     except ValueError:
         counts = set()
-    if not counts or min(counts) < 1:
+    if not counts or min(counts) < 1 or max(counts) > MAX_THREADS:
         raise argparse.ArgumentTypeError(
-            f"wants comma-separated positive thread counts, not {text!r}")
+            f"wants comma-separated thread counts from 1 to {MAX_THREADS}, not {text!r}")
     return tuple(sorted(counts))
+
+
+def seed_value(text: str) -> int:
+    """--seed's value: an integer the programs take (0 to 2**63; repetition r uses seed+r-1)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed <= 2**63:
+        raise argparse.ArgumentTypeError(f"wants an integer from 0 to 2**63, not {text!r}")
+    return seed
 
 
 def check_baselines(baselines: Sequence[tuple[str, Optional[str]]],
@@ -293,7 +308,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--fixed-baseline", default=None,
                      help="allocator the ratios of the fixed-heap workloads are taken to "
                           f"(default {DEFAULT_FIXED_BASELINE}, Open Enclave's default)")
-    run.add_argument("--seed", type=int, default=1, help="PRNG seed (repetition r: seed+r-1)")
+    run.add_argument("--seed", type=seed_value, default=1,
+                     help="PRNG seed, 0 to 2**63 (repetition r: seed+r-1)")
     run.add_argument("--no-report", action="store_true", help="only runs.csv and meta.json")
     run.set_defaults(func=cmd_run)
 

@@ -145,8 +145,13 @@ def cell_class(cell: TableCell) -> str:
 
 
 def _failed_note(cell: Cell) -> str:
+    """k/n ok, the failed runs' statuses, and the ok runs in which the
+    allocator returned NULL (they did less work and held less memory, so
+    their ratios flatter it)."""
     tally = ", ".join(f"{status} {n}" for status, n in sorted(cell.failed.items()))
-    return f"{cell.ok}/{cell.runs}" + (f" ({tally})" if tally else "")
+    with_nulls = sum(1 for v in cell.values.get("nulls", ()) if v > 0)
+    nulls = f"; NULL returns in {with_nulls}" if with_nulls else ""
+    return f"{cell.ok}/{cell.runs}" + (f" ({tally})" if tally else "") + nulls
 
 
 def _cells_note(g: GeoMean) -> str:

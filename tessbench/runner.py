@@ -241,9 +241,15 @@ def program_env(p: Planned, settings: Settings) -> dict[str, str]:
         assert p.allocator.plugin is not None
         return {"LD_PRELOAD": str(wl.fixed_shim_path(settings.build)),
                 "TB_FIXED_PLUGIN": p.allocator.plugin, "TB_FIXED_HEAP": wl.FIXED_HEAP}
-    if p.workload.kind == "fixed" or p.allocator.preload is None:
-        return {}  # the harness loads the plugin itself; glibc needs no preload
-    return {"LD_PRELOAD": p.allocator.preload}
+    env = {}
+    if p.workload.name == "python":
+        # for every allocator alike: CPython's own pymalloc would serve every
+        # object up to 512 bytes, and the allocator measured would see little
+        env["PYTHONMALLOC"] = "malloc"
+    if p.workload.kind != "fixed" and p.allocator.preload is not None:
+        # (fixed: the harness loads the plugin itself; glibc needs no preload)
+        env["LD_PRELOAD"] = p.allocator.preload
+    return env
 
 
 def run_program(p: Planned, settings: Settings) -> Outcome:

@@ -59,8 +59,9 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("frag", "fixed",
              "the fragmentation soak (workload B): a 64 MiB enclave, N worker + max(1, N/4) "
              "other threads doing rapid ECALLs with bursts of mixed sizes and a shared pool of "
-             "long-lived blocks; footprint and live bytes sampled over time",
-             "ECALLs", "tb_frag", ("--duration", "10"), ("--duration", "1.5")),
+             "long-lived blocks; footprint and live bytes sampled over time; ops are the "
+             "allocation calls (malloc, calloc, realloc) of every thread",
+             "allocation calls", "tb_frag", ("--duration", "10"), ("--duration", "1.5")),
     Workload("x509", "preload",
              "mbedtls: parse a leaf+intermediate certificate chain and verify it against "
              "the root with a profile, then free it (mbedtls_x509_crt_*), per thread",
@@ -114,7 +115,8 @@ WORKLOADS: tuple[Workload, ...] = (
              "requests", None, (), (), threaded=False),
     Workload("python", "preload",
              "python3 running a fixed CPU-bound workload (dicts, lists, strings, json, "
-             "sorting) that checks its own result",
+             "sorting) that checks its own result, with PYTHONMALLOC=malloc (every object "
+             "from the allocator measured, not from pymalloc's arenas)",
              "rounds", None, (), ("--rounds", "2"), threaded=False),
 )
 

@@ -231,6 +231,18 @@ class RunCommandTest(unittest.TestCase):
         self.assertNotIn("invalid literal", err.getvalue())
         self.assertEqual(cli.thread_counts("4,1,2,1"), (1, 2, 4))
 
+    def test_values_the_programs_refuse_are_refused_before_the_run(self) -> None:
+        # (the programs refused them only after the old results were replaced)
+        for args in (["--threads", "5000"], ["--seed", "-3"], ["--seed", "x"],
+                     ["--seed", str(2**64)]):
+            err = io.StringIO()
+            with redirect_stderr(err), self.assertRaises(SystemExit) as exit_:
+                cli.main(["run", *args])
+            self.assertEqual(exit_.exception.code, 2, args)
+            self.assertIn(f"argument {args[0]}", err.getvalue())
+        self.assertEqual(cli.thread_counts("4096"), (4096,))
+        self.assertEqual(cli.seed_value("0"), 0)
+
 
 class ResultsCommandTest(unittest.TestCase):
     """``tessbench plot`` and ``report`` on results they cannot read: rc 2, one line."""

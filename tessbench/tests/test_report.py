@@ -350,6 +350,25 @@ class OwnColumnsTest(unittest.TestCase):
                          ["1.375", "2.5", "1,572,864"])
         self.assertEqual(table_row(own, "Own", "mimalloc3", 1)[2:], ["\u2013", "2", "n/a"])
 
+    def test_runs_with_null_returns_are_marked(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            columns = [*ag.FIXED_COLUMNS, "nulls"]
+            with (out / "runs.csv").open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=columns, restval="")
+                writer.writeheader()
+                for allocator, rep, nulls in (("dlmalloc", 1, 0), ("dlmalloc", 2, 0),
+                                              ("mimalloc3", 1, 7), ("mimalloc3", 2, 0)):
+                    writer.writerow({
+                        "workload": "frag", "allocator": allocator, "threads": 1,
+                        "repetition": rep, "status": "ok", "elapsed_s": 1.0, "ops": 100,
+                        "ops_per_s": 100.0, "nulls": nulls})
+            (out / "meta.json").write_text(json.dumps({"fixed_baseline": "dlmalloc"}))
+            results = ag.load_results(out)
+            md = render_markdown(workload_blocks(results, "frag", []), out)
+        self.assertEqual(table_row(md, "Workload frag", "mimalloc3", 1)[2], "2/2; NULL returns in 1")
+        self.assertEqual(table_row(md, "Workload frag", "dlmalloc", 1)[2], "2/2")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -249,6 +249,12 @@ class RunProgramTest(unittest.TestCase):
         glibc = runner.Allocator("glibc", "2.36", "system", None, None, preload_ok=True)
         self.assertEqual(runner.program_env(runner.Planned(wl.BY_NAME["larson"], glibc, 1, 1),
                                             settings), {})
+        # python: every allocator sees python's objects (not pymalloc's arenas)
+        self.assertEqual(runner.program_env(runner.Planned(wl.BY_NAME["python"], glibc, 1, 1),
+                                            settings), {"PYTHONMALLOC": "malloc"})
+        self.assertEqual(runner.program_env(runner.Planned(wl.BY_NAME["python"], both, 1, 1),
+                                            settings),
+                         {"PYTHONMALLOC": "malloc", "LD_PRELOAD": "/lib/b.so"})
 
 
 if __name__ == "__main__":

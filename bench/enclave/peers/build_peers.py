@@ -547,10 +547,22 @@ def build_all(build_dir: Path, names: Sequence[str], install: bool,
 
 def write_json(results: Sequence[PeerResult], build_dir: Path,
                path: Path) -> None:
-    """Write the results to path (atomically)."""
+    """Write the results to path (atomically), keeping the entries of the
+    peers not built this time (--only) from the file that was there: it
+    lists every plugin in the directory, not the last few built."""
+    entries = {r.name: r.to_json() for r in results}
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8")).get("peers", [])
+    except (OSError, ValueError, AttributeError):
+        earlier = []
+    for entry in earlier if isinstance(earlier, list) else []:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if name in PEER_NAMES and name not in entries:
+            entries[name] = entry
+    peers = [entries[n] for n in PEER_NAMES if n in entries]
     write_json_atomic({"generated": utc_now(),
                        "build_dir": str(build_dir / "enclave-peers"),
-                       "peers": [r.to_json() for r in results]}, path)
+                       "peers": peers}, path)
 
 
 def format_results(results: Sequence[PeerResult]) -> str:
