@@ -33,8 +33,8 @@ TESS_API void oe_allocator_thread_cleanup(void) { tess_thread_cleanup(); }
  * bytes (it would cost each allocation), so the peak is the most the
  * region's pages ever held of blocks and what serves them (slabs, kept
  * spans, heap structs beyond the first chunk): never below the most bytes
- * live at once, and exact as a footprint, as OE's default dlmalloc
- * reports its peak footprint here. The live bytes' own peak, seen at the
+ * live at once, and exact as a footprint but for operations in flight, as
+ * OE's default dlmalloc reports its peak footprint here. The live bytes' own peak, seen at the
  * statistics' reads and samples only, missed a third of a new high reached
  * in pages already in use (test_oe). Read while other threads free blocks
  * of each other's, the current size is off by the remote frees and their
@@ -51,7 +51,7 @@ TESS_API oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   static tess_lock_t stats_lock;
   tessi_lock(&stats_lock);
   tessi_stats_merge(&stats);
-  size_t live = stats.live_bytes, peak_live = stats.peak_live_bytes;
+  size_t live = stats.live_bytes;
   tessi_unlock(&stats_lock);
   /* what blocks can take: not the header, the page descriptors (1/64 of
    * the region) or the first chunk of heap structs. OE's bigmalloc test
@@ -66,7 +66,8 @@ TESS_API oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
   if (peak > allocatable) peak = allocatable;
   info->max_total_heap_size = allocatable;
   info->current_allocated_heap_size = live;
-  /* (the merge raised the live bytes' own peak to live) */
-  info->peak_allocated_heap_size = TESS_MAX(peak, peak_live);
+  /* (live itself may be off by frees in flight during the read: the peak
+   * is never below it) */
+  info->peak_allocated_heap_size = TESS_MAX(peak, live);
   return OE_OK;
 }

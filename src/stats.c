@@ -19,6 +19,7 @@
 _Static_assert(TESS_CLASSES <= TESS_STATS_MAX_CLASSES, "public stats struct too small");
 
 static tess_lock_t peak_lock;
+static tess_lock_t json_lock; /* tess_stats_json's struct: taken before peak_lock */
 static uint64_t class_peak[TESS_CLASSES]; /* under peak_lock */
 static uint64_t total_peak;
 /* merge when the peak passes it; read on every allocation slow path, so on
@@ -175,7 +176,16 @@ void tessi_stats_merge(struct tess_stats *s) {
   }
 }
 
-void tessi_stats_fork(tess_fork_phase_t phase) { tessi_lock_for_fork(&peak_lock, phase); }
+/* json_lock before peak_lock, as tess_stats_json takes them */
+void tessi_stats_fork(tess_fork_phase_t phase) {
+  if (phase == TESS_FORK_PREPARE) {
+    tessi_lock_for_fork(&json_lock, phase);
+    tessi_lock_for_fork(&peak_lock, phase);
+  } else {
+    tessi_lock_for_fork(&peak_lock, phase);
+    tessi_lock_for_fork(&json_lock, phase);
+  }
+}
 
 void tessi_stats_sample(size_t peak, size_t next) {
   /* one thread merges, the others go on; never waits */
@@ -352,8 +362,17 @@ size_t tessi_stats_json(char *buf, size_t size, const struct tess_stats *s, int6
 }
 
 size_t tess_stats_json(char *buf, size_t buf_size) {
+  if (tessi_in_visit) { /* the walk's locks are held */
+    if (buf_size > 0) buf[0] = '\0';
+    return 0;
+  }
   (void)tessi_ensure_init();
-  struct tess_stats s;
+  /* 5.4 KiB, kept off the caller's stack (an enclave's threads may have a
+   * few pages of it); one reader at a time */
+  static struct tess_stats s;
+  tessi_lock(&json_lock);
   tessi_stats_merge(&s);
-  return tessi_stats_json(buf, buf_size, &s, -1, -1);
+  size_t len = tessi_stats_json(buf, buf_size, &s, -1, -1);
+  tessi_unlock(&json_lock);
+  return len;
 }

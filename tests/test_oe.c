@@ -17,6 +17,7 @@
 #include <ucontext.h>
 
 #include "check.h"
+#include "tessalloc.h"
 #include "tessalloc_oe.h"
 
 #define MiB ((size_t)1 << 20)
@@ -85,22 +86,26 @@ static void peak_reached_in_holes(void) {
         info.current_allocated_heap_size);
 }
 
-/* oe_allocator_mallinfo on a stack of two pages with nothing mapped below
- * (an enclave's thread stacks can be that small): it put the 5.4 KiB
- * statistics struct on the stack twice (its own and tess_stats_get's) and
- * ran off the end. Not under the sanitizers, whose frames are larger and
+/* oe_allocator_mallinfo and tess_stats_json on a stack of one page with
+ * nothing mapped below (an enclave's thread stacks can be that small):
+ * they put the 5.4 KiB statistics struct on the stack (mallinfo twice,
+ * its own and tess_stats_get's) and ran off the end. Not under the sanitizers, whose frames are larger and
  * which follow stack switches poorly. */
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 static ucontext_t small_stack_ctx, main_ctx;
 static oe_result_t small_stack_result = OE_FAILURE;
 static oe_mallinfo_t small_stack_info;
 
+static size_t small_stack_json_length;
+
 static void mallinfo_on_small_stack(void) {
   small_stack_result = oe_allocator_mallinfo(&small_stack_info);
+  static char json[1 << 16];
+  small_stack_json_length = tess_stats_json(json, sizeof json);
 }
 
 static void mallinfo_small_stack(void) {
-  size_t page = 4096, pages = 2;
+  size_t page = 4096, pages = 1;
   char *map = mmap(NULL, (pages + 1) * page, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(map != MAP_FAILED, "mmap");
@@ -111,8 +116,9 @@ static void mallinfo_small_stack(void) {
   small_stack_ctx.uc_link = &main_ctx;
   makecontext(&small_stack_ctx, mallinfo_on_small_stack, 0);
   REQUIRE(swapcontext(&main_ctx, &small_stack_ctx) == 0, "swapcontext");
-  CHECK(small_stack_result == OE_OK, "mallinfo on an 8 KiB stack");
-  CHECK(small_stack_info.max_total_heap_size > 0, "mallinfo on an 8 KiB stack: max");
+  CHECK(small_stack_result == OE_OK, "mallinfo on a 4 KiB stack");
+  CHECK(small_stack_info.max_total_heap_size > 0, "mallinfo on a 4 KiB stack: max");
+  CHECK(small_stack_json_length > 0, "tess_stats_json on a 4 KiB stack");
   munmap(map, (pages + 1) * page);
 }
 #else

@@ -802,12 +802,16 @@ static size_t draw_size(uint64_t *rng) {
   return 8192 + (size_t)rnd_below(rng, 32768 - 8192 + 1);
 }
 
-static int pool_put(const block_t *b) {
+/* The block moves from s's live bytes to the pool's: s's count drops
+ * first, so a sample in between misses it rather than counting it twice
+ * (the window is a few instructions either way). */
+static int pool_put(slot_t *s, const block_t *b) {
   int ok = 0;
   pthread_mutex_lock(&g_pool_lock);
   size_t bytes = atomic_load_explicit(&g_pool_bytes, memory_order_relaxed);
   if (g_pool_n < g_pool_cap && bytes + b->size <= O.pool_bytes) {
     g_pool[g_pool_n++] = *b;
+    bump_i(&s->live, -(int64_t)b->size);
     atomic_store_explicit(&g_pool_bytes, bytes + b->size, memory_order_relaxed);
     ok = 1;
   }
@@ -822,12 +826,18 @@ static size_t pool_take(slot_t *s, block_t *out, size_t max) {
   pthread_mutex_lock(&g_pool_lock);
   size_t bytes = atomic_load_explicit(&g_pool_bytes, memory_order_relaxed);
   size_t low = O.pool_bytes / 8 * 7;
+  int64_t taken = 0;
   while (n < max && g_pool_n && bytes > low) {
     size_t j = (size_t)rnd_below(&s->rng, g_pool_n);
     out[n] = g_pool[j];
     g_pool[j] = g_pool[--g_pool_n];
+    taken += (int64_t)out[n].size;
     bytes -= out[n++].size;
   }
+  /* live in s until freed (the pool's count drops them all at once, up to
+   * 512 blocks, and the samples taken while they are freed counted them
+   * nowhere): s's count rises first */
+  bump_i(&s->live, taken);
   atomic_store_explicit(&g_pool_bytes, bytes, memory_order_relaxed);
   pthread_mutex_unlock(&g_pool_lock);
   return n;
@@ -888,9 +898,8 @@ static void burst(slot_t *s, long min, long max) {
   for (size_t j = 0; j < count; j++) {
     block_t *b = &s->local[j];
     if (s->role == ROLE_WORKER && rnd_below(&s->rng, 100) < (uint64_t)O.keep_percent &&
-        pool_put(b)) {
-      bump_i(&s->live, -(int64_t)b->size); /* the pool's bytes are counted apart */
-      continue;
+        pool_put(s, b)) {
+      continue; /* the pool's bytes are counted apart */
     }
     free_block(s, b, "before free, end of burst");
   }
@@ -902,11 +911,6 @@ static void body_worker(slot_t *s) { burst(s, O.burst_min, O.burst_max); }
  * pool, then a short burst of its own (all freed). */
 static void body_other(slot_t *s) {
   size_t n = pool_take(s, s->batch, (size_t)O.other_frees);
-  /* live until freed: the pool's count dropped them all at once (up to 512
-   * blocks), so the samples taken while they are freed counted them nowhere */
-  int64_t taken = 0;
-  for (size_t i = 0; i < n; i++) taken += (int64_t)s->batch[i].size;
-  bump_i(&s->live, taken);
   for (size_t i = 0; i < n; i++) {
     check_block(&s->batch[i], "before free, from the pool");
     A->free(s->batch[i].p);

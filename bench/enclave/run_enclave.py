@@ -1377,19 +1377,20 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
         def measure(plug: Plugin, label: str, what: str,
                     call: Callable[[], tuple[Any, str]],
                     keep: Optional[list[Any]]) -> None:
-            """One run: kept in `keep` (None: a warm-up or tessalloc's
-            statistics run, neither timed nor judged), a failed check noted
-            as `what: why`, a tool error noted and logged. What a run that
-            is not kept found still counts: its failed checks, and for
-            tessalloc its NULLs and OS memory calls after init (the
+            """One run: kept in `keep` (None: a warm-up of A, neither timed
+            nor judged; tessalloc's statistics runs of B are kept with
+            repetition 0, which only the NULL and OS-call targets count), a
+            failed check noted as `what: why`, a tool error noted and
+            logged. What a warm-up found still counts: its failed checks,
+            and for tessalloc its NULLs and OS memory calls after init (the
             targets' "no NULL" and "no OS call")."""
             progress.describe(label)
             try:
                 run, why = call()
                 if keep is not None:
                     keep.append(run)
-                elif not why and plug.name == TESSALLOC:
-                    why = unkept_lapses(run)
+                elif plug.name == TESSALLOC:
+                    why = "; ".join(w for w in (why, unkept_lapses(run)) if w)
                 if why:
                     note(plug.name, f"{what}: {why}")
             except BenchError as exc:

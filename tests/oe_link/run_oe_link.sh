@@ -12,11 +12,12 @@ set -euo pipefail
 cc=$1 lib="$(realpath "$2")" work=$3
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
-flags=(-O1 -fno-builtin -ffreestanding -fno-stack-protector -fPIE -w)
+flags=(-O1 -fno-builtin -ffreestanding -fno-stack-protector -w)
 for f in start oecore default_allocator oelibc; do "$cc" "${flags[@]}" -c "$here/$f.c" -o $f.o; done
 ar rcs liboecore.a oecore.o default_allocator.o
 ar rcs liboelibc.a oelibc.o
-link=("$cc" -nostdlib -static-pie -Wl,-e,_start -Wl,--no-dynamic-linker)
+# (a plain static link: gold and old compilers know no -static-pie)
+link=("$cc" -nostdlib -static -no-pie -Wl,-e,_start)
 
 # control: without the plug-in, the default allocator is taken
 "${link[@]}" -o default.elf start.o liboecore.a liboelibc.a
@@ -37,6 +38,7 @@ if grep -q oe_default_allocator_linked plugin.syms; then
   echo "FAIL: the default allocator was linked beside $lib" >&2
   exit 1
 fi
+# each one's own and exported (T: public, as OE's declarations are)
 for f in init cleanup thread_init thread_cleanup malloc free calloc realloc aligned_alloc \
   posix_memalign malloc_usable_size mallinfo; do
   grep -q " T oe_allocator_$f\$" plugin.syms || {
