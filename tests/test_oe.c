@@ -9,6 +9,7 @@
  * OE's bigmalloc test asks (the region's size, reported before, did not;
  * the limits of that: docs/mechanisms/fixed-heap.md). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,72 @@ static void mallinfo_small_stack(void) {
 static void mallinfo_small_stack(void) {}
 #endif
 
+/* Every entry point through OE's names, as an enclave calls them:
+ * aligned_alloc and posix_memalign (alignments up to 1 MiB, their errors),
+ * realloc keeping the contents, calloc zeroing memory that was used. */
+static void every_entry_point(void) {
+  oe_allocator_thread_init();
+  for (size_t align = 16; align <= ((size_t)1 << 20); align <<= 1) {
+    char *p = oe_allocator_aligned_alloc(align, 3 * align);
+    REQUIRE(p != NULL, "aligned_alloc(%zu)", align);
+    CHECK(((uintptr_t)p & (align - 1)) == 0, "aligned_alloc(%zu) gave %p", align, (void *)p);
+    CHECK(oe_allocator_malloc_usable_size(p) >= 3 * align, "aligned_alloc usable size");
+    memset(p, 0x6B, 3 * align);
+    void *q = (void *)1;
+    CHECK(oe_allocator_posix_memalign(&q, align, align + 1) == 0 && q != NULL &&
+              ((uintptr_t)q & (align - 1)) == 0,
+          "posix_memalign(%zu)", align);
+    oe_allocator_free(q);
+    oe_allocator_free(p);
+  }
+  void *untouched = (void *)0x5A;
+  CHECK(oe_allocator_posix_memalign(&untouched, 24, 64) == EINVAL && untouched == (void *)0x5A,
+        "posix_memalign with alignment 24: EINVAL, *out untouched");
+  CHECK(oe_allocator_posix_memalign(&untouched, 64, SIZE_MAX - 4096) == ENOMEM &&
+            untouched == (void *)0x5A,
+        "posix_memalign of SIZE_MAX - 4096: ENOMEM, *out untouched");
+  /* realloc keeps the contents as it grows across slab and page sizes and
+   * shrinks back */
+  unsigned char *r = oe_allocator_malloc(24);
+  REQUIRE(r != NULL, "malloc(24)");
+  for (size_t i = 0; i < 24; i++) r[i] = (unsigned char)(i * 7 + 1);
+  size_t kept = 24;
+  const size_t steps[] = {100, 3000, 70000, 1 << 20, 5000, 40};
+  for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+    unsigned char *next = oe_allocator_realloc(r, steps[k]);
+    REQUIRE(next != NULL, "realloc to %zu", steps[k]);
+    r = next;
+    size_t check = kept < steps[k] ? kept : steps[k];
+    for (size_t i = 0; i < check; i++) {
+      if (r[i] != (unsigned char)(i * 7 + 1)) {
+        CHECK(0, "realloc to %zu: byte %zu lost", steps[k], i);
+        break;
+      }
+    }
+    for (size_t i = check; i < steps[k]; i++) r[i] = (unsigned char)(i * 7 + 1);
+    kept = steps[k];
+  }
+  oe_allocator_free(r);
+  /* calloc over memory that held data */
+  for (size_t n = 16; n <= ((size_t)256 << 10); n *= 4) {
+    unsigned char *dirty = oe_allocator_malloc(n);
+    REQUIRE(dirty != NULL, "malloc(%zu)", n);
+    memset(dirty, 0xEE, n);
+    oe_allocator_free(dirty);
+    unsigned char *clean = oe_allocator_calloc(n / 8, 8);
+    REQUIRE(clean != NULL, "calloc(%zu)", n);
+    for (size_t i = 0; i < n; i++) {
+      if (clean[i] != 0) {
+        CHECK(0, "calloc(%zu / 8, 8): byte %zu is %u", n, i, clean[i]);
+        break;
+      }
+    }
+    oe_allocator_free(clean);
+  }
+  CHECK(oe_allocator_calloc(SIZE_MAX / 2, 4) == NULL, "calloc overflow");
+  oe_allocator_thread_cleanup();
+}
+
 int main(void) {
   oe_mallinfo_t info;
   CHECK(oe_allocator_mallinfo(&info) == OE_FAILURE, "mallinfo before init");
@@ -143,6 +210,7 @@ int main(void) {
         info.current_allocated_heap_size);
   peak_reached_in_holes();
   mallinfo_small_stack();
+  every_entry_point();
 
   for (unsigned round = 0; round < 3; round++) {
     size_t before = mallinfo_now().current_allocated_heap_size;

@@ -77,9 +77,21 @@ static void *worker(void *arg) {
   for (int i = 0; i < 30000; i++) {
     uint64_t r = rng_next(&rng);
     size_t size = r % 32 == 0 ? r % (3 << 20) : r % 4096;
-    void *p = r % 5 == 0   ? tess_calloc(1, size)
-              : r % 5 == 1 ? tess_aligned_alloc((size_t)32 << (r % 12), size)
-                           : tess_malloc(size);
+    /* every entry point, alignments up to 4 MiB, blocks up to 3 MiB and
+     * (1 in 512) beyond a partition's 8 MiB */
+    size_t align = (size_t)32 << (r % 18);
+    void *p = NULL;
+    if (r % 8 == 6) {
+      if (tess_posix_memalign(&p, align, size) != 0) p = NULL;
+    } else {
+      p = r % 8 == 0     ? tess_calloc(1, size)
+          : r % 8 == 1   ? tess_aligned_alloc(align, size)
+          : r % 8 == 2   ? tess_memalign(align, size)
+          : r % 8 == 3   ? tess_valloc(size)
+          : r % 8 == 4   ? tess_pvalloc(size)
+          : r % 512 == 5 ? tess_malloc((size_t)9 << 20)
+                         : tess_malloc(size);
+    }
     if (p != NULL && r % 3 == 0) {
       void *q = tess_realloc(p, size + 5000);
       if (q != NULL) p = q;
@@ -87,6 +99,12 @@ static void *worker(void *arg) {
     void *old = atomic_exchange(&slots[r % 256], p);
     tess_free(old);
     if (i % 5000 == 4999) tess_thread_cleanup();
+    if (i % 10000 == 9999) { /* the statistics read the heap too */
+      struct tess_stats stats;
+      static _Thread_local char json[1 << 16];
+      CHECK(tess_stats_get(&stats, sizeof stats) == 0, "tess_stats_get");
+      CHECK(tess_stats_json(json, sizeof json) > 0, "tess_stats_json");
+    }
   }
   return NULL;
 }
@@ -102,6 +120,8 @@ static void region(void) {
   pthread_t threads[8];
   for (int i = 0; i < 8; i++) pthread_create(&threads[i], NULL, worker, slots);
   for (int i = 0; i < 8; i++) pthread_join(threads[i], NULL);
+  const char *broken = tess_heap_check(); /* (with no other thread running) */
+  CHECK(broken == NULL, "heap check: %s", broken);
   /* run it dry, then use it again */
   void *blocks[20000];
   int n = 0;

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,7 +43,33 @@ static void same_object(const char *name, void *fn) {
         a.dli_fname);
 }
 
+/* glibc's internal names and the old cfree: programs and libc's own
+ * corners call them, and they must be ours too */
+void *__libc_malloc(size_t size);
+void *__libc_calloc(size_t count, size_t size);
+void *__libc_realloc(void *p, size_t size);
+void __libc_free(void *p);
+void *__libc_memalign(size_t alignment, size_t size);
+void *__libc_valloc(size_t size);
+void *__libc_pvalloc(size_t size);
+void cfree(void *p);
+
 static void test_symbols(void) {
+  same_object("__libc_malloc", (void *)&__libc_malloc);
+  same_object("__libc_calloc", (void *)&__libc_calloc);
+  same_object("__libc_realloc", (void *)&__libc_realloc);
+  same_object("__libc_free", (void *)&__libc_free);
+  same_object("__libc_memalign", (void *)&__libc_memalign);
+  same_object("__libc_valloc", (void *)&__libc_valloc);
+  same_object("__libc_pvalloc", (void *)&__libc_pvalloc);
+  same_object("cfree", (void *)&cfree);
+  void *q = __libc_memalign(4096, 1 << 20);
+  ours("__libc_memalign", q, 1 << 20);
+  CHECK(((uintptr_t)q & 4095) == 0, "__libc_memalign(4096) gave %p", q);
+  size_t held = mallinfo2().uordblks;
+  cfree(q);
+  CHECK(mallinfo2().uordblks + (1 << 20) <= held, "cfree did not free: %zu in use, %zu before",
+        mallinfo2().uordblks, held);
   same_object("malloc", (void *)&malloc);
   same_object("free", (void *)&free);
   same_object("realloc", (void *)&realloc);
@@ -219,8 +246,31 @@ static void test_malloc_stats_peaks(void) {
         bytes);
 }
 
+/* glibc's old mallinfo (int fields) says what mallinfo2 says, clamped */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void test_mallinfo_int(void) {
+  same_object("mallinfo", (void *)&mallinfo);
+  same_object("mallinfo2", (void *)&mallinfo2);
+  struct mallinfo2 before = mallinfo2();
+  void *p = malloc(3 << 20);
+  ours("malloc(3 MiB)", p, 3 << 20);
+  struct mallinfo2 m2 = mallinfo2();
+  struct mallinfo m = mallinfo();
+  CHECK(m2.uordblks >= before.uordblks + (3 << 20), "mallinfo2: %zu in use after 3 MiB, %zu before",
+        m2.uordblks, before.uordblks);
+  size_t in_use = m2.uordblks > INT_MAX ? INT_MAX : m2.uordblks;
+  CHECK((size_t)m.uordblks == in_use, "mallinfo().uordblks %d, mallinfo2 %zu", m.uordblks,
+        m2.uordblks);
+  size_t arena = m2.arena > INT_MAX ? INT_MAX : m2.arena;
+  CHECK((size_t)m.arena == arena, "mallinfo().arena %d, mallinfo2 %zu", m.arena, m2.arena);
+  free(p);
+}
+#pragma GCC diagnostic pop
+
 int main(void) {
   test_symbols();
+  test_mallinfo_int();
   test_standard_names();
   test_libc_internal();
   test_malloc_stats_peaks();

@@ -95,6 +95,24 @@ static void test_single_thread(void) {
   CHECK(DELTA(classes[c24].frees) == 1 && DELTA(classes[class_index(5000)].allocs) == 1,
         "realloc counted as one alloc and one free");
 
+  /* a huge block resized stays one block, its bytes follow its size */
+  static const size_t resize_mib[] = {60, 20};
+  for (size_t k = 0; k < 2; k++) {
+    size_t mib = resize_mib[k];
+    size_t was = tess_usable_size(huge);
+    snap(&before);
+    huge = tess_realloc(huge, mib << 20);
+    REQUIRE(huge != NULL, "realloc of the huge block to %zu MiB", mib);
+    snap(&after);
+    size_t now = tess_usable_size(huge);
+    CHECK(DELTA(huge.allocs) == 0 && after.huge.live == before.huge.live,
+          "huge realloc to %zu MiB: %llu allocs", mib, (unsigned long long)DELTA(huge.allocs));
+    CHECK(after.huge.live_bytes + was == before.huge.live_bytes + now,
+          "huge realloc to %zu MiB: live bytes %llu, %llu before, block %zu, %zu before", mib,
+          (unsigned long long)after.huge.live_bytes, (unsigned long long)before.huge.live_bytes,
+          now, was);
+  }
+
   snap(&before);
   for (int i = 0; i < SMALL; i += 2) tess_free(small[i]);
   for (int i = 0; i < MEDIUM; i++) tess_free(medium[i]);
