@@ -90,8 +90,9 @@ static void peak_reached_in_holes(void) {
 /* oe_allocator_mallinfo and tess_stats_json on a stack of one page with
  * nothing mapped below (an enclave's thread stacks can be that small):
  * they put the 5.4 KiB statistics struct on the stack (mallinfo twice,
- * its own and tess_stats_get's) and ran off the end. Not under the sanitizers, whose frames are larger and
- * which follow stack switches poorly. */
+ * its own and tess_stats_get's) and ran off the end. Not under the
+ * sanitizers, whose frames are larger and which follow stack switches
+ * poorly. */
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 static ucontext_t small_stack_ctx, main_ctx;
 static oe_result_t small_stack_result = OE_FAILURE;

@@ -616,7 +616,8 @@ def mean_footprint_ratio(series: dict[str, list[float]]) -> Optional[float]:
     """Footprint per live byte over a workload-B run: the mean footprint
     over the mean live requested bytes of its samples, less the first two
     (start-up) and the last (after the threads stopped, before the
-    teardown). The peak ratio the target judges compares two maxima taken at different moments; this one says
+    teardown). The peak ratio the target judges compares two maxima taken
+    at different moments; this one says
     how much footprint each live byte costs while the run goes on, which
     differs where an allocator gives memory back (dlmalloc's footprint never
     falls, so its peak ratio is its high-water mark over the most that was

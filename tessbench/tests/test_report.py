@@ -366,7 +366,8 @@ class OwnColumnsTest(unittest.TestCase):
             (out / "meta.json").write_text(json.dumps({"fixed_baseline": "dlmalloc"}))
             results = ag.load_results(out)
             md = render_markdown(workload_blocks(results, "frag", []), out)
-        self.assertEqual(table_row(md, "Workload frag", "mimalloc3", 1)[2], "2/2; NULL returns in 1")
+        self.assertEqual(table_row(md, "Workload frag", "mimalloc3", 1)[2],
+                         "2/2; NULL returns in 1")
         self.assertEqual(table_row(md, "Workload frag", "dlmalloc", 1)[2], "2/2")
 
 
