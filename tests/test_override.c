@@ -54,15 +54,21 @@ void *__libc_valloc(size_t size);
 void *__libc_pvalloc(size_t size);
 void cfree(void *p);
 
+#define NAMED(fn) {#fn, (void *)&fn}
 static void test_symbols(void) {
-  same_object("__libc_malloc", (void *)&__libc_malloc);
-  same_object("__libc_calloc", (void *)&__libc_calloc);
-  same_object("__libc_realloc", (void *)&__libc_realloc);
-  same_object("__libc_free", (void *)&__libc_free);
-  same_object("__libc_memalign", (void *)&__libc_memalign);
-  same_object("__libc_valloc", (void *)&__libc_valloc);
-  same_object("__libc_pvalloc", (void *)&__libc_pvalloc);
-  same_object("cfree", (void *)&cfree);
+  /* glibc's would work on its own arena (malloc_trim asking brk for the
+   * break): ours do nothing and say so (below) */
+  static const struct {
+    const char *name;
+    void *fn;
+  } names[] = {NAMED(malloc),          NAMED(free),           NAMED(realloc),
+               NAMED(calloc),          NAMED(malloc_trim),    NAMED(mallopt),
+               NAMED(__libc_malloc),   NAMED(__libc_calloc),  NAMED(__libc_realloc),
+               NAMED(__libc_free),     NAMED(__libc_memalign), NAMED(__libc_valloc),
+               NAMED(__libc_pvalloc),  NAMED(cfree)};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    same_object(names[i].name, names[i].fn);
+  }
   void *q = __libc_memalign(4096, 1 << 20);
   ours("__libc_memalign", q, 1 << 20);
   CHECK(((uintptr_t)q & 4095) == 0, "__libc_memalign(4096) gave %p", q);
@@ -70,14 +76,6 @@ static void test_symbols(void) {
   cfree(q);
   CHECK(mallinfo2().uordblks + (1 << 20) <= held, "cfree did not free: %zu in use, %zu before",
         mallinfo2().uordblks, held);
-  same_object("malloc", (void *)&malloc);
-  same_object("free", (void *)&free);
-  same_object("realloc", (void *)&realloc);
-  same_object("calloc", (void *)&calloc);
-  /* glibc's would work on its own arena (malloc_trim asking brk for the
-   * break): ours do nothing and say so */
-  same_object("malloc_trim", (void *)&malloc_trim);
-  same_object("mallopt", (void *)&mallopt);
   CHECK(malloc_trim(0) == 0, "malloc_trim released something");
   CHECK(mallopt(M_MMAP_THRESHOLD, 1 << 20) == 0, "mallopt claimed to set a parameter");
   /* What libc itself calls: the global-scope definition. */
