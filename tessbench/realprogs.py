@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from tessbench.benchlib import parse_kv, preload_failure, stop_group
+from tessbench.benchlib import child_env, parse_kv, preload_failure, stop_group
 
 REDIS_TESTS = ("set", "get", "lpush", "lpop", "sadd", "hset")
 #: Seconds redis-server gets to answer its first ping.
@@ -64,7 +64,7 @@ def free_port() -> int:
 def cli(port: int, *args: str) -> str:
     """redis-cli's answer to one command (stripped), '' when it fails."""
     proc = subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True,
-                          text=True, timeout=30, check=False)
+                          text=True, timeout=30, check=False, env=child_env(None))
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
@@ -141,8 +141,9 @@ def drive(server: "subprocess.Popen[bytes]", port: int, report: Path, requests: 
         time.sleep(0.05)
     start = time.monotonic()
     try:
+        # (the client with the system's malloc, whatever tessbench was run under)
         bench = subprocess.run(benchmark_command(port, requests), capture_output=True,
-                               text=True, timeout=timeout, check=False)
+                               text=True, timeout=timeout, check=False, env=child_env(None))
     except subprocess.TimeoutExpired:
         return ServerRun("timeout", "redis-benchmark did not finish")
     elapsed = time.monotonic() - start

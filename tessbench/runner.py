@@ -137,7 +137,12 @@ def plan(settings: Settings) -> tuple[list[Planned], list[dict[str, str]]]:
         for w in settings.workloads:
             thread_counts = settings.threads if w.threaded else (1,)
             for t in thread_counts:
-                for a in usable[w.name]:
+                # each repetition starts the point's allocators one further
+                # along, so that none always runs first (a cold cache, a
+                # CPU that has not yet stepped up) or right after another
+                order = usable[w.name]
+                shift = (rep - 1) % len(order) if order else 0
+                for a in order[shift:] + order[:shift]:
                     runs.append(Planned(w, a, t, rep))
     return runs, skipped
 

@@ -90,6 +90,10 @@ class PlanTest(unittest.TestCase):
                 (1, "enclave", 1, "b"), (1, "enclave", 1, "c"),
                 (1, "enclave", 2, "b"), (1, "enclave", 2, "c")])
             self.assertEqual(len(order), 2 * len(first))
+            # the second repetition starts each point one allocator further along
+            second = [o[1:] for o in order if o[0] == 2]
+            self.assertEqual(second[:2], [("larson", 1, "b"), ("larson", 1, "a")])
+            self.assertEqual(sorted(second), sorted(o[1:] for o in first))
             reasons = {(s["workload"], s["allocator"]): s["reason"] for s in skipped}
             self.assertIn("fixed-heap only", reasons[("larson", "c")])
             self.assertIn("no fixed-heap", reasons[("enclave", "a")])
