@@ -71,8 +71,12 @@ def allocators(build: Path, cache: Path) -> tuple[list[runner.Allocator], list[s
             continue
         # plugin only: the preload peer's version and source describe nothing that runs
         described = p if p.available or plug is None else plug
-        found.append(runner.Allocator(p.name, described.version, described.source, p.preload,
-                                      plugin, preload_ok=p.available))
+        found.append(runner.Allocator(
+            p.name, described.version, described.source, p.preload, plugin,
+            preload_ok=p.available,
+            preload_missing="" if p.available else f"process-wide library missing: {p.note}",
+            plugin_missing=(f"fixed-heap plugin missing: {plug.note}"
+                            if plug is not None and plugin is None else "")))
         if not p.available:
             notes.append(f"{p.name}: preload workloads skipped: {p.note}")
     for name, plug in fixed.items():

@@ -42,7 +42,9 @@ class Allocator:
     ``preload``: the library to preload (None: the default malloc, glibc);
     ``plugin``: its enclave plugin for the fixed-heap workloads (None: it
     has no fixed-heap configuration); ``preload_ok``: it can run the
-    preload workloads at all.
+    preload workloads at all. ``preload_missing`` and ``plugin_missing``:
+    why a peer that has a process-wide library or a plugin cannot use it
+    here (not built, not installed), "" when that kind does not exist for it.
     """
 
     name: str
@@ -51,6 +53,8 @@ class Allocator:
     preload: Optional[str]
     plugin: Optional[str]
     preload_ok: bool
+    preload_missing: str = ""
+    plugin_missing: str = ""
 
     def kind(self) -> str:
         """meta.json's kind: system, preload or fixed."""
@@ -107,9 +111,10 @@ def why_not(workload: wl.Workload, allocator: Allocator, build: Path,
     """
     if workload.kind == "fixed":
         if allocator.plugin is None:
-            return "no fixed-heap configuration"
+            return allocator.plugin_missing or "no fixed-heap configuration"
     elif not allocator.preload_ok:
-        return "fixed-heap only (an enclave plugin, not a process-wide malloc)"
+        return (allocator.preload_missing
+                or "fixed-heap only (an enclave plugin, not a process-wide malloc)")
     missing = workload_missing(workload, build)
     if missing is not None:
         return missing

@@ -97,6 +97,12 @@ class AllocatorsTest(unittest.TestCase):
         self.assertFalse(snmalloc.preload_ok)
         self.assertEqual((snmalloc.version, snmalloc.source), ("2.0", "fixed:snmalloc"))
         self.assertIn("snmalloc: preload workloads skipped: snmalloc is not installed", notes)
+        # and the skipped pairs say why: its library is missing, not that it has none
+        larson = runner.why_not(wl.BY_NAME["larson"], snmalloc, Path("/b"))
+        self.assertEqual(larson, "process-wide library missing: snmalloc is not installed")
+        dlmalloc = next(a for a in found if a.name == "dlmalloc")
+        self.assertIn("fixed-heap only",
+                      runner.why_not(wl.BY_NAME["larson"], dlmalloc, Path("/b")) or "")
 
     def test_peers_cache_is_relative_to_the_repository(self) -> None:
         with mock.patch("tessbench.peers.discover_peers", return_value=[]) as discover, \
