@@ -670,6 +670,9 @@ void tessi_slab_census(tess_slab_census_t *census, bool lock);
 extern __thread bool tessi_in_visit;
 /* Every counter added up, peaks updated (stats.c). */
 void tessi_stats_merge(struct tess_stats *s);
+/* The live bytes of a merge, without the caller holding the 5.4 KiB struct
+ * (oe_allocator_mallinfo). */
+uint64_t tessi_stats_live_bytes(void);
 /* The merge's lock (stats.c) and the heap walk's (check.c) across fork();
  * the output's mutex, made anew in the child (stats_os.c, not in OE
  * builds). */

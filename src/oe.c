@@ -45,14 +45,7 @@ TESS_API oe_result_t oe_allocator_mallinfo(oe_mallinfo_t *info) {
     return OE_FAILURE;
   }
   if (tessi_in_visit) return OE_FAILURE; /* the walk's locks are held */
-  /* 5.4 KiB, kept off the caller's stack: an enclave's thread stacks can
-   * be a few pages */
-  static struct tess_stats stats;
-  static tess_lock_t stats_lock;
-  tessi_lock(&stats_lock);
-  tessi_stats_merge(&stats);
-  size_t live = stats.live_bytes;
-  tessi_unlock(&stats_lock);
+  size_t live = tessi_stats_live_bytes();
   /* what blocks can take: not the header, the page descriptors (1/64 of
    * the region) or the first chunk of heap structs. OE's bigmalloc test
    * allocates 0.99 of this less the current size in one block (it fits

@@ -19,7 +19,12 @@
 _Static_assert(TESS_CLASSES <= TESS_STATS_MAX_CLASSES, "public stats struct too small");
 
 static tess_lock_t peak_lock;
-static tess_lock_t json_lock; /* tess_stats_json's struct: taken before peak_lock */
+/* One merged struct for the readers that want a part of it or its JSON:
+ * 5.4 KiB, kept off their callers' stacks (an enclave's threads may have
+ * a few pages of stack); one reader at a time, under read_lock, which is
+ * taken before peak_lock */
+static struct tess_stats read_stats;
+static tess_lock_t read_lock;
 static uint64_t class_peak[TESS_CLASSES]; /* under peak_lock */
 static uint64_t total_peak;
 /* merge when the peak passes it; read on every allocation slow path, so on
@@ -176,15 +181,23 @@ void tessi_stats_merge(struct tess_stats *s) {
   }
 }
 
-/* json_lock before peak_lock, as tess_stats_json takes them */
+/* read_lock before peak_lock, as the readers take them */
 void tessi_stats_fork(tess_fork_phase_t phase) {
   if (phase == TESS_FORK_PREPARE) {
-    tessi_lock_for_fork(&json_lock, phase);
+    tessi_lock_for_fork(&read_lock, phase);
     tessi_lock_for_fork(&peak_lock, phase);
   } else {
     tessi_lock_for_fork(&peak_lock, phase);
-    tessi_lock_for_fork(&json_lock, phase);
+    tessi_lock_for_fork(&read_lock, phase);
   }
+}
+
+uint64_t tessi_stats_live_bytes(void) {
+  tessi_lock(&read_lock);
+  tessi_stats_merge(&read_stats);
+  uint64_t live = read_stats.live_bytes;
+  tessi_unlock(&read_lock);
+  return live;
 }
 
 void tessi_stats_sample(size_t peak, size_t next) {
@@ -207,24 +220,25 @@ size_t tess_footprint(size_t *peak) {
   return tessi_footprint(peak);
 }
 
-/* A caller's struct shorter than ours (an older header): merged here,
- * copied as far as it goes. */
-static TESS_NOINLINE void stats_get_prefix(struct tess_stats *out, size_t struct_size) {
-  struct tess_stats s;
-  tessi_stats_merge(&s);
-  s.size = (uint32_t)struct_size;
+/* A caller's struct shorter than ours (an older header): copied from the
+ * shared one as far as it goes. */
+static void stats_get_prefix(struct tess_stats *out, size_t struct_size) {
+  tessi_lock(&read_lock);
+  tessi_stats_merge(&read_stats);
+  read_stats.size = (uint32_t)struct_size;
   /* a prefix that ends inside classes[] counts only the entries it holds */
-  size_t whole = (struct_size - offsetof(struct tess_stats, classes)) / sizeof s.classes[0];
-  if (s.class_count > whole) s.class_count = (uint32_t)whole;
-  memcpy(out, &s, struct_size);
+  size_t whole =
+      (struct_size - offsetof(struct tess_stats, classes)) / sizeof(struct tess_class_stats);
+  if (read_stats.class_count > whole) read_stats.class_count = (uint32_t)whole;
+  memcpy(out, &read_stats, struct_size);
+  tessi_unlock(&read_lock);
 }
 
 int tess_stats_get(struct tess_stats *out, size_t struct_size) {
   if (out == NULL || struct_size < offsetof(struct tess_stats, classes)) return EINVAL;
   if (tessi_in_visit) return EDEADLK; /* the walk's locks are held */
   (void)tessi_ensure_init();
-  /* straight into the caller's struct: no 5.4 KiB copy on the stack, which
-   * an enclave's threads may have a few pages of */
+  /* straight into the caller's struct (no copy of it on the stack) */
   if (struct_size >= sizeof(struct tess_stats))
     tessi_stats_merge(out);
   else
@@ -367,12 +381,9 @@ size_t tess_stats_json(char *buf, size_t buf_size) {
     return 0;
   }
   (void)tessi_ensure_init();
-  /* 5.4 KiB, kept off the caller's stack (an enclave's threads may have a
-   * few pages of it); one reader at a time */
-  static struct tess_stats s;
-  tessi_lock(&json_lock);
-  tessi_stats_merge(&s);
-  size_t len = tessi_stats_json(buf, buf_size, &s, -1, -1);
-  tessi_unlock(&json_lock);
+  tessi_lock(&read_lock);
+  tessi_stats_merge(&read_stats);
+  size_t len = tessi_stats_json(buf, buf_size, &read_stats, -1, -1);
+  tessi_unlock(&read_lock);
   return len;
 }
