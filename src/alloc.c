@@ -144,19 +144,6 @@ static inline void *counted_large_block(tess_heap_t *h, const tess_page_t *d) {
   return d->large_block;
 }
 
-/* A slab-sized request of a thread that could get no heap: in a fixed
- * region full of slabs with live blocks, a heap's struct found no two
- * free pages in a row, and every request of a fourth call at once in 1
- * MiB answered NULL with nearly all of it free in orphans' blocks (a
- * review). Such a thread takes blocks of orphans, under their lists'
- * locks, until a heap can be had. */
-static TESS_NOINLINE void *heapless_block(unsigned cls, size_t size, size_t align, bool zero) {
-  void *p = tessi_orphan_block(cls, align <= TESS_MIN_ALIGN);
-  if (p == NULL) return fail_nomem();
-  after_slow_alloc();
-  return zero ? memset(p, 0, size) : p;
-}
-
 /* Class cls found no slab (h reclaimed what idle heaps held first): a
  * page span, when the class's slab is longer than the size's own pages
  * (in a fixed region the slabs of 2-3 pages, in OS mode every slab: its
@@ -169,6 +156,24 @@ static TESS_NOINLINE void *slab_fallback(tess_heap_t *h, unsigned cls, size_t si
   if (tessi_classes[cls].slab_pages <= pages || align > TESS_PAGE_SIZE) return NULL;
   tess_page_t *d = tessi_large_alloc(h, size, align, zero, true);
   return d != NULL ? counted_large_block(h, d) : NULL;
+}
+
+/* A slab-sized request of a thread that can have no heap of its own (in
+ * a fixed region: past the cap on heaps, or no room for a struct): a block
+ * of the shared heap, under its lock (heap.c), else a page span, as for a
+ * heap whose class found no slab. Without a shared heap, blocks of
+ * orphans: in a region full of slabs with live blocks, every request of a
+ * call that found no room for a heap's struct answered NULL with nearly
+ * all of 1 MiB free in orphans' blocks (a review). */
+static TESS_NOINLINE void *heapless_block(unsigned cls, size_t size, size_t align, bool zero) {
+  bool may_borrow = align <= TESS_MIN_ALIGN;
+  void *p = tessi_heap_shared_malloc(cls, may_borrow);
+  if (p == NULL) p = tessi_orphan_block(cls, may_borrow);
+  bool from_slab = p != NULL;
+  if (!from_slab) p = slab_fallback(NULL, cls, size, align, zero); /* zeroed if asked */
+  if (p == NULL) return fail_nomem();
+  after_slow_alloc();
+  return zero && from_slab ? memset(p, 0, size) : p;
 }
 
 /* Any size, any alignment (power of two): slab, large or huge. */

@@ -14,6 +14,8 @@
  * without locks or atomics. */
 #include "internal.h"
 
+#include <string.h>
+
 /* The heap of a thread that has none: every slab it points at is the empty
  * page, so its fast paths fall through to the slow path, which acquires a
  * real heap. */
@@ -1201,6 +1203,99 @@ static tess_heap_t *pool_take(bool *trimming) {
   return h;
 }
 
+/* ----------------------------------------------------------- shared heap */
+
+/* Fixed mode: the heap of the threads that can have none of their own
+ * (past tessi_fixed_heaps_allowed, or with no room for a struct). Such a
+ * thread holds none: its fast paths find the empty heap and fall to
+ * alloc_any, which takes this one's lock for each block (alloc.c); its
+ * frees of the blocks are other threads' frees to the heap, lock-free,
+ * which its slow path collects. Each allocation also asks the pool again,
+ * so a thread gets a heap of its own as soon as one is given back. So a
+ * small region serves any number of threads at once, the ones past the
+ * cap at about the speed of one lock, and what they leave is its blocks,
+ * which go back like any heap's. */
+static tess_heap_t *shared_slot;     /* its struct, carved at init */
+static tess_heap_t *shared_heap;     /* the same once made (under the lock) */
+static tess_lock_t shared_lock;
+static _Atomic(bool) shared_used;     /* allocated from since its last trim */
+static __thread bool used_shared;     /* by this thread, since its call began */
+static size_t heaps_allowed;          /* fixed mode, set at init */
+static _Atomic(size_t) heaps_counted; /* made against heaps_allowed */
+
+static void heap_format(tess_heap_t *h);
+
+/* (its struct is made at the first use: touched at init, its two pages
+ * would count in every fixed region, used or not) */
+void tessi_heap_shared_init(void) {
+  heaps_allowed = tessi_fixed_heaps_allowed(tessi_primary);
+  shared_slot = tessi_meta_carve(sizeof(tess_heap_t));
+}
+
+void *tessi_heap_shared_malloc(unsigned cls, bool may_borrow) {
+  if (shared_slot == NULL) return NULL;
+  tessi_lock(&shared_lock);
+  if (shared_heap == NULL) {
+    memset(shared_slot, 0, sizeof *shared_slot);
+    shared_slot->is_shared = true;
+    heap_format(shared_slot);
+    shared_heap = shared_slot;
+  }
+  void *p = tessi_heap_malloc_class(shared_heap, cls, may_borrow);
+  atomic_store_explicit(&shared_used, true, memory_order_relaxed);
+  tessi_unlock(&shared_lock);
+  used_shared = true;
+  return p;
+}
+
+/* Like a heap at the end of a call, the shared heap gives back its empty
+ * slabs and orphans its partial ones (its blocks freed by their threads
+ * wait on its slabs until then): after 32 calls at once in 1 MiB, 0.44
+ * MiB of its slabs held no live block. Its lock is held. */
+static void shared_trim_locked(void) {
+  atomic_store_explicit(&shared_used, false, memory_order_relaxed);
+  heap_trim(shared_heap);
+  empty_cache_drain(shared_heap);
+}
+
+/* ... when a call that allocated from it ends (the thread's own frees
+ * came first: tess_thread_cleanup) */
+void tessi_heap_shared_done(void) {
+  if (!used_shared) return;
+  used_shared = false;
+  tessi_lock(&shared_lock);
+  shared_trim_locked();
+  tessi_unlock(&shared_lock);
+}
+
+/* ... and, if it was used since, when a reclaim runs or another call ends
+ * (a thread that used it may exit without a cleanup), unless a thread is
+ * in it (its own reclaim has trimmed it as self). (Used: made, under the
+ * lock that is taken before it is looked at.) */
+static void shared_trim_if_used(const tess_heap_t *self) {
+  if (self == shared_slot || !atomic_load_explicit(&shared_used, memory_order_relaxed) ||
+      !tessi_trylock(&shared_lock)) {
+    return;
+  }
+  shared_trim_locked();
+  tessi_unlock(&shared_lock);
+}
+
+/* One more heap may be made (always in OS mode); false past the cap. */
+static bool heap_count_take(void) {
+  if (!tessi_primary->is_fixed) return true;
+  size_t n = atomic_load_explicit(&heaps_counted, memory_order_relaxed);
+  do {
+    if (n >= heaps_allowed) return false;
+  } while (!atomic_compare_exchange_weak_explicit(&heaps_counted, &n, n + 1,
+                                                  memory_order_relaxed, memory_order_relaxed));
+  return true;
+}
+
+static void heap_count_return(void) {
+  if (tessi_primary->is_fixed) atomic_fetch_sub_explicit(&heaps_counted, 1, memory_order_relaxed);
+}
+
 void tessi_heap_reclaim(tess_heap_t *self) {
   /* its own slabs first, as at the end of a call: other threads' frees
    * into its full slabs wait for its next slow path of their class, so a
@@ -1223,6 +1318,7 @@ void tessi_heap_reclaim(tess_heap_t *self) {
     h->next_idle = taken;
     taken = h;
   }
+  shared_trim_if_used(self);
   tessi_orphans_collect_noted();
   tessi_span_drain_all(); /* what the trims freed while a partition was busy */
   tessi_lock(&pool.lock);
@@ -1237,7 +1333,12 @@ void tessi_heap_reclaim(tess_heap_t *self) {
 
 static tess_heap_t *heap_create(void) {
   tess_heap_t *h = tessi_meta_alloc(sizeof(tess_heap_t));
-  if (h == NULL) return NULL;
+  if (h != NULL) heap_format(h);
+  return h;
+}
+
+/* A zeroed struct becomes a heap, in the list of heaps made. */
+static void heap_format(tess_heap_t *h) {
   for (unsigned i = 0; i < TESS_DIRECT_SLOTS; i++) h->direct[i] = &tessi_page_empty;
   for (unsigned c = 0; c < TESS_CLASSES; c++) h->current[c] = &tessi_page_empty;
   h->slab_limit = tessi_slab_limit;
@@ -1250,7 +1351,6 @@ static tess_heap_t *heap_create(void) {
     h->next_made = first;
   } while (!atomic_compare_exchange_weak_explicit(&tessi_heaps_made, &first, h,
                                                   memory_order_release, memory_order_relaxed));
-  return h;
 }
 
 /* A heap whose thread exited without giving it back: glibc runs key
@@ -1358,16 +1458,26 @@ tess_heap_t *tessi_heap_acquire(void) {
     tessi_tls_heap = h; /* in use all along */
     return h;
   }
-  if (h == NULL) h = heap_create();
-  if (h == NULL && tessi_primary->is_fixed && !tessi_fork_holder && reclaim_may_help()) {
-    /* no room for the struct (two pages in a row, in a region full of
-     * slabs with live blocks): what idle heaps and frees in flight hold
-     * goes back, and a heap released meanwhile will do */
-    tessi_heap_reclaim(NULL);
-    h = pool_take(&trimming);
-    if (h == NULL) h = heap_create();
+  if (h == NULL) {
+    if (!heap_count_take()) return NULL; /* past the cap: the shared heap */
+    h = heap_create();
+    if (h == NULL && tessi_primary->is_fixed && !tessi_fork_holder && reclaim_may_help()) {
+      /* no room for the struct (two pages in a row, in a region full of
+       * slabs with live blocks): what idle heaps and frees in flight hold
+       * goes back, and a heap released meanwhile will do */
+      tessi_heap_reclaim(NULL);
+      h = pool_take(&trimming);
+      if (h != NULL) {
+        heap_count_return(); /* none made */
+      } else {
+        h = heap_create();
+      }
+    }
+    if (h == NULL) {
+      heap_count_return();
+      return NULL;
+    }
   }
-  if (h == NULL) return NULL;
   uint64_t was = atomic_load_explicit(&h->holder, memory_order_relaxed);
   atomic_store_explicit(&h->holder, holder_taken(was, me), memory_order_relaxed);
   heaps_in_use_add(1);
@@ -1411,9 +1521,11 @@ void tessi_heap_release(tess_heap_t *h) {
     pool.trimming--;
     tessi_unlock(&pool.lock);
   }
+  shared_trim_if_used(NULL);
 }
 
 void tessi_heaps_fork_prepare(void) {
+  tessi_lock(&shared_lock);
   tessi_lock(&pool.lock);
   for (unsigned i = 0; i < TESS_ORPHAN_LISTS; i++) {
     tessi_lock(&all_orphan_lists[i].lock);
@@ -1425,6 +1537,7 @@ void tessi_heaps_fork_prepare(void) {
  * in the parent and in the child alike. */
 void tessi_heaps_fork_parent(void) {
   tessi_unlock(&pool.lock);
+  tessi_unlock(&shared_lock);
   for (unsigned i = 0; i < TESS_ORPHAN_LISTS; i++) {
     orphan_list_unlock(&all_orphan_lists[i]);
   }
@@ -1439,6 +1552,7 @@ void tessi_heaps_fork_child(void) {
     tessi_lock_reset(&all_orphan_lists[i].lock);
   }
   tessi_lock_reset(&pool.lock);
+  tessi_lock_reset(&shared_lock); /* held by this thread (prepare): nothing was under way */
   /* heaps out for a trim in another thread are lost with it */
   pool.trimming = 0;
   /* a new token: the parent's other threads' heaps name the old one, and

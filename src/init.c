@@ -114,6 +114,7 @@ static bool init_fixed_locked(uintptr_t start, size_t size, bool is_zero) {
   tess_region_t *r = tessi_region_add_fixed(start, size, is_zero);
   if (r == NULL) return false;
   make_primary(r);
+  tessi_heap_shared_init(); /* the first chunk of heap structs with it */
   return true;
 }
 
@@ -247,7 +248,10 @@ int tess_init_region(void *start, void *end) {
 
 void tess_thread_cleanup(void) {
   tess_heap_t *h = tessi_tls_heap;
-  if (h == &tessi_heap_empty) return;
+  if (h == &tessi_heap_empty) {
+    tessi_heap_shared_done();
+    return;
+  }
   tessi_plat_thread_watch(NULL); /* nothing left to release at exit */
   tessi_heap_release(h);
 }

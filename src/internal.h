@@ -154,8 +154,14 @@ tess_partition_t *tessi_partition_of(tess_region_t *r, const tess_page_t *d);
 /* The bytes blocks can take in fixed region r: its pages less the meta
  * pages (header, descriptors) and the first chunk of heap structs. */
 size_t tessi_fixed_allocatable(const tess_region_t *r);
-/* Carve `bytes` of metadata (heap structs) out of a region; never freed. */
+/* Carve `bytes` of metadata (heap structs) out of a region, zeroed; never
+ * freed. */
 void *tessi_meta_alloc(size_t bytes);
+/* The same, its bytes untouched (as the region left them). */
+void *tessi_meta_carve(size_t bytes);
+/* Fixed region r: how many heaps may be made, the shared one aside
+ * (region.c). */
+size_t tessi_fixed_heaps_allowed(const tess_region_t *r);
 /* Every region, for fork handlers and purging: first, then next until NULL
  * (regions are only ever appended, so the walk needs no lock). */
 tess_region_t *tessi_region_first(void);
@@ -560,8 +566,23 @@ static inline bool tessi_heap_span_keep(tess_heap_t *h, tess_page_t *d) {
   h->span_unfed = false;
   return true;
 }
+/* The calling thread's heap now (from the pool, a thread gone, or made);
+ * NULL when none can be had: in a fixed region, past the cap on heaps
+ * (tessi_fixed_heaps_allowed), or with no room for a struct. */
 tess_heap_t *tessi_heap_acquire(void);
 void tessi_heap_release(tess_heap_t *h);
+/* Fixed mode, at init: the cap on heaps, and the place of the heap that
+ * threads which can have none of their own share under a lock (the first
+ * chunk's first struct; made at its first use). */
+void tessi_heap_shared_init(void);
+/* A block of class cls from the shared heap, under its lock; NULL when
+ * there is none, or no memory (its slow path has reclaimed what idle heaps
+ * held, and looked at the orphans, by then). */
+void *tessi_heap_shared_malloc(unsigned cls, bool may_borrow);
+/* A thread without a heap of its own ends a call (tess_thread_cleanup):
+ * if it allocated from the shared heap, that is trimmed like a heap given
+ * back. */
+void tessi_heap_shared_done(void);
 /* Every heap ever made, newest first, linked by next_made (heaps are never
  * freed, so the list only grows); and how many sit in the pool. */
 extern _Atomic(tess_heap_t *) tessi_heaps_made;

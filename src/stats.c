@@ -100,7 +100,7 @@ static void merge_counters_locked(struct tess_stats *s) {
        h = h->next_made) {
     add_heap(&t, &h->stats);
     add_borrowing(&t, h);
-    t.heaps++;
+    t.heaps += !h->is_shared; /* no thread's */
   }
   tessi_slab_census(&t.census, is_read);
   s->class_count = TESS_CLASSES;

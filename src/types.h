@@ -269,6 +269,7 @@ typedef struct tess_heap_s {
   uint32_t span_trips, span_busy; /* fixed: trips to the partition in this call, busy ones */
   tess_partition_t *home;         /* where new spans come from */
   uint32_t shard;                 /* which orphan lists it uses first */
+  bool is_shared;                 /* fixed: the heap of calls past the cap (heap.c) */
   uint32_t reattached;            /* fixed: full slabs freed into since the last malloc slow path */
   uint32_t slab_slow_paths;       /* every 8th is a full one; fixed: it gives back an empty
                                      current slab (heap.c) */
