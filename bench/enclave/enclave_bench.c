@@ -1103,7 +1103,9 @@ static void *sampler_thread(void *arg) {
       double wait = next - now_s();
       if (wait <= 0 || atomic_load(&g_sampler_stop)) break;
       if (wait > O.peak_interval) wait = O.peak_interval;
-      struct timespec ts = {0, (long)(wait * 1e9)};
+      /* (whole seconds apart: a tv_nsec of a second or more is EINVAL, and
+       * --peak-interval 2 read the footprint without a pause) */
+      struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
       nanosleep(&ts, NULL);
       fine_read();
     }
