@@ -1445,7 +1445,22 @@ static bool reclaim_may_help(void) {
                                                  memory_order_relaxed, memory_order_relaxed);
 }
 
+/* A thread past the cap asks the pool again only when a heap was given
+ * back since it met the cap, or at every CAPPED_RETRY-th allocation, for
+ * heaps whose threads exited without giving them back (no release says
+ * so). Asking at every allocation took the pool's lock and, looking for
+ * such heaps, made 4 system calls: one thread past the cap ran 400
+ * times slower than with a heap (a review). */
+#define CAPPED_RETRY 1024
+static __thread uint64_t capped_releases; /* 1 + pool.releases when it met the cap; 0: none */
+static __thread uint32_t capped_asks;
+
 tess_heap_t *tessi_heap_acquire(void) {
+  uint64_t releases = __atomic_load_n(&pool.releases, __ATOMIC_RELAXED);
+  if (capped_releases != 0) {
+    if (capped_releases == releases + 1 && ++capped_asks % CAPPED_RETRY != 0) return NULL;
+    capped_releases = 0;
+  }
   bool trimming;
   tess_heap_t *h;
   /* (not while this thread holds every lock for fork(): the trims wait
@@ -1459,7 +1474,10 @@ tess_heap_t *tessi_heap_acquire(void) {
     return h;
   }
   if (h == NULL) {
-    if (!heap_count_take()) return NULL; /* past the cap: the shared heap */
+    if (!heap_count_take()) { /* past the cap: the shared heap */
+      capped_releases = releases + 1;
+      return NULL;
+    }
     h = heap_create();
     if (h == NULL && tessi_primary->is_fixed && !tessi_fork_holder && reclaim_may_help()) {
       /* no room for the struct (two pages in a row, in a region full of
@@ -1504,7 +1522,8 @@ void tessi_heap_release(tess_heap_t *h) {
   heaps_in_use_add(-1);
   tessi_lock(&pool.lock);
   pool_push_locked(h, true);
-  h->idle_mark = ++pool.releases;
+  /* (atomic: a thread past the cap peeks at it without the lock) */
+  h->idle_mark = __atomic_add_fetch(&pool.releases, 1, __ATOMIC_RELAXED);
   tess_heap_t *cold = pool.coldest;
   if (fixed && cold != h && pool.releases - cold->idle_mark > pool.length) {
     pool_unlink_locked(cold);

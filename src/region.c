@@ -416,24 +416,31 @@ bool tessi_pages_grow(tess_region_t *r, tess_page_t *head, size_t pages, size_t 
   }
 }
 
+/* Metadata is carved in chunks of at least this much (tessi_meta_carve). */
+#define META_CHUNK ((size_t)16 << 10)
+
 /* Bytes of fixed region r's first metadata chunk, for structs of `bytes`
  * (bytes aligned to 64): a heap for each partition and one more, or 1/512
  * of the region where that is more, 64 at most, and the shared heap
- * (heap.c); 16 KiB at least. */
+ * (heap.c); 16 KiB at least (3 structs: up to 3 MiB, 2 heaps and the
+ * shared one). */
 static size_t first_chunk_bytes(const tess_region_t *r, size_t bytes) {
   size_t heaps = TESS_MAX((size_t)r->partition_count + 1, r->size / 512 / bytes);
-  return TESS_MAX((size_t)16 << 10, (TESS_MIN(heaps, (size_t)64) + 1) * bytes);
+  return TESS_MAX(META_CHUNK, (TESS_MIN(heaps, (size_t)64) + 1) * bytes);
 }
 
 /* Heaps made beyond the first chunk stay for good (a struct is freed only
  * with a way to know that no free still reads it as a slab's owner), so
  * in a small region they would keep what many calls at once once needed:
- * after 32 calls at once in 1 MiB, the region held 17 % less. They may
- * take 1/256 of the region; the first chunk is taken at init, before any
- * block. Calls past that share the shared heap (heap.c). */
+ * after 32 calls at once in 1 MiB, the region held 17 % less. Their
+ * chunks (META_CHUNK each) may take 1/256 of the region, in whole chunks:
+ * counted in structs, one heap took a chunk of 16 KiB, 1 % of 1.5 MiB (a
+ * review). The first chunk is taken at init, before any block. Calls past
+ * the cap share the shared heap (heap.c). */
 size_t tessi_fixed_heaps_allowed(const tess_region_t *r) {
   size_t bytes = tessi_align_up(sizeof(tess_heap_t), 64);
-  return first_chunk_bytes(r, bytes) / bytes - 1 + r->size / 256 / bytes;
+  size_t chunks = r->size / 256 / META_CHUNK;
+  return first_chunk_bytes(r, bytes) / bytes - 1 + chunks * (META_CHUNK / bytes);
 }
 
 size_t tessi_fixed_allocatable(const tess_region_t *r) {
@@ -453,7 +460,7 @@ void *tessi_meta_carve(size_t bytes) {
   bytes = tessi_align_up(bytes, 64);
   tessi_lock(&meta.lock);
   if (meta.end - meta.cursor < bytes) {
-    size_t want = TESS_MAX(bytes, (size_t)16 << 10);
+    size_t want = TESS_MAX(bytes, META_CHUNK);
     /* a fixed region's first chunk holds a heap for each partition and one
      * more, or 1/512 of the region where that is more (64 heaps at most),
      * side by side where the region starts: a chunk carved later, never
