@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The enclave main job on a lent 16-CPU machine, one workload per device
+# call (each call returns its own results): PART=a runs A in full, PART=b
+# runs B for B_DUR seconds per allocator and host. Results tarred to $OUT.
+# Here: build into build-dev (README of enclave-16cpu/: cmake, the
+# enclave_bench and fixed_tessalloc targets, scripts/fetch_fixed_peers.sh
+# build-dev), drop build-dev/enclave-peers/cargo-target, copy this script
+# to build-dev/. On the device, carrying build-dev:
+#   PART=a A_LIMIT=280 bash build-dev/device_run.sh
+#   PART=b B_LIMIT=300 B_DUR=24 bash build-dev/device_run.sh
+# (DRY=1 runs the part with --quick, for a trial here with OUT set.)
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+{ echo "kernel $(uname -r) nproc $(nproc)"; grep -m1 'model name' /proc/cpuinfo; python3 --version; } |
+  tee "$OUT/machine.txt"
+python3 -c 'import rich, matplotlib' || exit 3
+sed -i "s#/work/main/build-dev#$PWD/build-dev#g" build-dev/enclave-peers/peers.json
+if [[ ${DRY:-0} == 1 ]]; then quick=(--quick); else quick=(); fi
+case "${PART:-}" in
+  a)
+    timeout "${A_LIMIT:-280}" python3 bench/enclave/run_enclave.py --build build-dev "${quick[@]}" \
+      --workloads a --out /tmp/a16 > "$OUT/a.log" 2>&1
+    echo "A rc $?"
+    tar czf "$OUT/a16.tgz" -C /tmp a16
+    tail -5 "$OUT/a.log"
+    tail -60 /tmp/a16/a_table.txt 2>/dev/null
+    ;;
+  b)
+    [[ ${DRY:-0} == 1 ]] || quick=(--duration "${B_DUR:-24}")
+    timeout "${B_LIMIT:-300}" python3 bench/enclave/run_enclave.py --build build-dev "${quick[@]}" \
+      --workloads b --out /tmp/b16 > "$OUT/b.log" 2>&1
+    echo "B rc $?"
+    tar czf "$OUT/b16.tgz" -C /tmp b16
+    tail -30 "$OUT/b.log"
+    ;;
+  *) echo "PART=a or PART=b" >&2; exit 2 ;;
+esac
