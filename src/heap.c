@@ -1240,7 +1240,7 @@ void *tessi_heap_shared_malloc(unsigned cls, bool may_borrow) {
     memset(shared_slot, 0, sizeof *shared_slot);
     shared_slot->is_shared = true;
     heap_format(shared_slot);
-    shared_heap = shared_slot;
+    __atomic_store_n(&shared_heap, shared_slot, __ATOMIC_RELEASE); /* (peeked at below) */
   }
   void *p = tessi_heap_malloc_class(shared_heap, cls, may_borrow);
   atomic_store_explicit(&shared_used, true, memory_order_relaxed);
@@ -1271,10 +1271,16 @@ void tessi_heap_shared_done(void) {
 
 /* ... and, if it was used since, when a reclaim runs or another call ends
  * (a thread that used it may exit without a cleanup), unless a thread is
- * in it (its own reclaim has trimmed it as self). (Used: made, under the
- * lock that is taken before it is looked at.) */
+ * in it (its own reclaim has trimmed it as self). Also when a free left a
+ * block on its delayed list after its last trim (the free took a full
+ * slab's NOTIFY just before the trim collected the slab, and pushed
+ * after it): nothing else would collect that block, and its slab, an
+ * orphan by then, stayed pinned for good (a review). */
 static void shared_trim_if_used(const tess_heap_t *self) {
-  if (self == shared_slot || !atomic_load_explicit(&shared_used, memory_order_relaxed) ||
+  tess_heap_t *shared = __atomic_load_n(&shared_heap, __ATOMIC_ACQUIRE);
+  if (shared == NULL || self == shared ||
+      (!atomic_load_explicit(&shared_used, memory_order_relaxed) &&
+       atomic_load_explicit(&shared->delayed, memory_order_relaxed) == NULL) ||
       !tessi_trylock(&shared_lock)) {
     return;
   }
