@@ -5,7 +5,8 @@
 # with the harness, snmalloc and HEAD's plugin (libtess_$KIT_HEAD.so,
 # libtess_head.so by default). kit_variant NAME COMMAND... then adds
 # HEAD's plugin with one edit as libtess_NAME.so: COMMAND runs in a
-# worktree of HEAD and must change it.
+# clone of HEAD in /tmp (the project keeps no worktrees) and must change
+# it.
 git diff --quiet HEAD -- src include CMakeLists.txt bench ||
   { echo "build_kit: commit or stash the changes to the sources first" >&2; exit 1; }
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
@@ -17,8 +18,8 @@ cp build/bench/enclave/libfixed_tessalloc.so "build-dev/libtess_${KIT_HEAD:-head
 
 kit_variant() {
   local tree=/tmp/kit_$1
-  rm -rf "$tree"; git worktree prune
-  git worktree add -f "$tree" HEAD > /dev/null 2>&1
+  rm -rf "$tree"
+  git clone -q . "$tree"
   (cd "$tree" && "${@:2}")
   if git -C "$tree" diff --quiet; then
     echo "build_kit: the edit for $1 changed nothing" >&2
@@ -27,5 +28,5 @@ kit_variant() {
   cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
   cmake --build "$tree/build" -j"$(nproc)" --target fixed_tessalloc > /dev/null
   cp "$tree/build/bench/enclave/libfixed_tessalloc.so" "build-dev/libtess_$1.so"
-  git worktree remove --force "$tree"
+  rm -rf "$tree"
 }
