@@ -12,11 +12,12 @@
  *                again: within 1% of the first total; in 1 MiB and 64 MiB
  *                regions, with small and with page-span sizes
  *   refill-calls 32 calls at once between two fills of a 1 and a 3 MiB
- *                region, 3 calls in 2 MiB, each holding blocks while all run, then again
- *                with threads that exit without a cleanup: no NULL, and
- *                each fill after them within 1 % of the first (heaps made
- *                beyond the first chunk of heap structs are capped; calls
- *                past the cap share one heap under a lock)
+ *                region (3 calls in 2 MiB), each holding blocks while all
+ *                run, then again with threads that exit without a
+ *                cleanup: no NULL, each fill after them within 1 % of the
+ *                first, and after the cleaned-up calls the footprint
+ *                where it was (heaps made beyond the first chunk of heap
+ *                structs are capped; calls past the cap share one heap)
  *   heapless     calls that can get no heap (no two free pages in a row
  *                for its struct, 1 MiB full of slabs with a live block
  *                each) take blocks of the shared heap, whose slow path
