@@ -904,19 +904,22 @@ static inline tess_page_t *orphan_take(tess_heap_t *h, unsigned cls, bool wait) 
   return orphan_take_filed(h, cls, wait);
 }
 
+/* The first block of slab d's free list (not empty), counted out. */
+static inline tess_block_t *slab_pop(tess_page_t *d) {
+  tess_block_t *b = d->free;
+  d->free = b->next;
+  d->state++;
+  return b;
+}
+
 /* A block of an orphan with room of a locked list, or NULL: the slab is
  * not taken, only refiled by its new count (its free lists are the
  * list's, under its lock, like a free into it). */
 static tess_block_t *orphan_pop_locked(orphan_list_t *list) {
   tess_page_t *d = orphan_pick_locked(list);
   if (d == NULL) return NULL;
-  tess_block_t *b = NULL;
   /* with room: a block on a list, on its remote stack or not yet carved */
-  if (tessi_slab_refill(d)) {
-    b = d->free;
-    d->free = b->next;
-    d->state++;
-  }
+  tess_block_t *b = tessi_slab_refill(d) ? slab_pop(d) : NULL;
   orphan_file_locked(list, d);
   return b;
 }
@@ -958,11 +961,8 @@ void tessi_orphans_collect_noted(void) {
 /* ---------------------------------------------------------------- malloc */
 
 static inline void *pop_block(tess_heap_t *h, tess_page_t *d) {
-  tess_block_t *b = d->free;
-  d->free = b->next;
-  d->state++;
   TESS_STAT_ADD(h->stats.allocs[d->size_class], 1);
-  return b;
+  return slab_pop(d);
 }
 
 /* Fixed mode, class cls has no slab with room and there is no orphan: a
