@@ -114,8 +114,16 @@ static inline bool tessi_is_block_start(uint64_t off, uint64_t div_magic) {
  * descriptors only then): a pointer beyond is not ours. */
 extern _Atomic(uintptr_t) tessi_primary_base;
 extern _Atomic(size_t) tessi_primary_size;
+/* Acquire: a free racing the first initialization that read the base
+ * before it was set (0) and the size after (a NULL then passes the range
+ * test, as the region's first page) reads the page descriptors after the
+ * size, so it must see them laid (init.c, make_primary, stores the size
+ * last, with release). On x86-64 the load is a plain one either way
+ * (there the fast path's test is the asm below); ThreadSanitizer, which
+ * sees the C path, reported the descriptor reads racing with init in one
+ * CI run of race_first_init (of many) while this load was relaxed. */
 static inline size_t tessi_primary_extent(void) {
-  return atomic_load_explicit(&tessi_primary_size, memory_order_relaxed);
+  return atomic_load_explicit(&tessi_primary_size, memory_order_acquire);
 }
 /* offset (from the primary base) >= the extent: free()'s range test. GCC
  * loads an atomic into a register before comparing; on x86-64 the relaxed
