@@ -160,15 +160,13 @@ static TESS_NOINLINE void *slab_fallback(tess_heap_t *h, unsigned cls, size_t si
 
 /* A slab-sized request of a thread that can have no heap of its own (in
  * a fixed region: past the cap on heaps, or no room for a struct): a block
- * of the shared heap, under its lock (heap.c), else a page span, as for a
- * heap whose class found no slab. Without a shared heap, blocks of
- * orphans: in a region full of slabs with live blocks, every request of a
- * call that found no room for a heap's struct answered NULL with nearly
- * all of 1 MiB free in orphans' blocks (a review). */
+ * of the shared heap, under its lock, or of an orphan (heap.c), else a
+ * page span, as for a heap whose class found no slab. In a region full of
+ * slabs with live blocks, every request of a call that found no room for
+ * a heap's struct once answered NULL with nearly all of 1 MiB free in
+ * orphans' blocks (a review). */
 static TESS_NOINLINE void *heapless_block(unsigned cls, size_t size, size_t align, bool zero) {
-  bool may_borrow = align <= TESS_MIN_ALIGN;
-  void *p = tessi_heap_shared_malloc(cls, may_borrow);
-  if (p == NULL) p = tessi_orphan_block(cls, may_borrow);
+  void *p = tessi_heap_shared_malloc(cls, align <= TESS_MIN_ALIGN);
   bool from_slab = p != NULL;
   if (!from_slab) p = slab_fallback(NULL, cls, size, align, zero); /* zeroed if asked */
   if (p == NULL) return fail_nomem();

@@ -1213,9 +1213,9 @@ static tess_heap_t *pool_take(bool *trimming) {
  * which its slow path collects. Its allocations ask the pool again once a
  * heap was given back (tessi_heap_acquire), so it gets a heap of its own
  * soon after one is free. So a small region serves any number of threads
- * at once, the ones past the cap at about the speed of one lock (27 ns a
- * malloc and free on 2 CPUs, 4.9 with a heap), and what they leave is its
- * blocks, which go back like any heap's. */
+ * at once, the ones past the cap at about the speed of one lock (about 6
+ * times a heap's time for a malloc and free: docs/results), and what they
+ * leave is its blocks, which go back like any heap's. */
 static tess_heap_t *shared_slot;     /* its struct, carved at init */
 static tess_heap_t *shared_heap;     /* the same once made (under the lock) */
 static tess_lock_t shared_lock;
@@ -1234,7 +1234,9 @@ void tessi_heap_shared_init(void) {
 }
 
 void *tessi_heap_shared_malloc(unsigned cls, bool may_borrow) {
-  if (shared_slot == NULL) return NULL;
+  /* no shared heap (OS mode, or no room for it at init): blocks of
+   * orphans, as its slow path would end (in OS mode there are none) */
+  if (shared_slot == NULL) return tessi_orphan_block(cls, may_borrow);
   tessi_lock(&shared_lock);
   if (shared_heap == NULL) {
     memset(shared_slot, 0, sizeof *shared_slot);
@@ -1255,8 +1257,7 @@ void *tessi_heap_shared_malloc(unsigned cls, bool may_borrow) {
  * MiB of its slabs held no live block. Its lock is held. */
 static void shared_trim_locked(void) {
   atomic_store_explicit(&shared_used, false, memory_order_relaxed);
-  heap_trim(shared_heap);
-  empty_cache_drain(shared_heap);
+  heap_trim(shared_heap); /* (a fixed heap's trim empties its caches too) */
 }
 
 /* ... when a call that allocated from it ends (the thread's own frees
@@ -1456,8 +1457,8 @@ static bool reclaim_may_help(void) {
  * back since it met the cap, or at every CAPPED_RETRY-th allocation, for
  * heaps whose threads exited without giving them back (no release says
  * so). Asking at every allocation took the pool's lock and, looking for
- * such heaps, made 4 system calls: one thread past the cap ran 400
- * times slower than with a heap (a review). */
+ * such heaps, made 4 system calls: one thread past the cap ran about 300
+ * times slower than with a heap (a review; docs/results, 2026-11-27e). */
 #define CAPPED_RETRY 1024
 static __thread uint64_t capped_releases; /* 1 + pool.releases when it met the cap; 0: none */
 static __thread uint32_t capped_asks;

@@ -583,9 +583,10 @@ void tessi_heap_release(tess_heap_t *h);
  * threads which can have none of their own share under a lock (the first
  * chunk's first struct; made at its first use). */
 void tessi_heap_shared_init(void);
-/* A block of class cls from the shared heap, under its lock; NULL when
- * there is none, or no memory (its slow path has reclaimed what idle heaps
- * held, and looked at the orphans, by then). */
+/* A block of class cls from the shared heap, under its lock, or without
+ * one a block of an orphan; NULL when out of memory (the shared heap's
+ * slow path has reclaimed what idle heaps held, and looked at the orphans,
+ * by then). */
 void *tessi_heap_shared_malloc(unsigned cls, bool may_borrow);
 /* A thread without a heap of its own ends a call (tess_thread_cleanup):
  * if it allocated from the shared heap, that is trimmed like a heap given
