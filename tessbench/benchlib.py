@@ -98,6 +98,11 @@ class Progress:
         if self._lines:
             self.log(f"[{self._done + 1}/{self._total}] {text}")
 
+    def add_steps(self, steps: int) -> None:
+        """Count `steps` more steps to do, found while running."""
+        self._total += steps
+        self._bar.update(self._task, total=self._total)
+
     def advance(self) -> None:
         """Count one more step done."""
         self._done += 1

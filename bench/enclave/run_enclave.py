@@ -9,8 +9,9 @@ mimalloc3, built by bench/enclave/peers/build_peers.py).
 Workload A, Open Enclave's pluggable_allocator sample: for every thread
 count 1..--max-threads, every allocator in turn (interleaved: round r runs
 all thread counts for all allocators before round r+1), --repeat times after
---warmup-rounds untimed rounds; the medians are printed as the sample's
-table and plotted; then, at --max-threads, --repeat runs per allocator
+--warmup-rounds untimed rounds, and then more rounds at the thread counts
+whose runs are short (--fill-seconds); the medians are printed as the
+sample's table and plotted; then, at --max-threads, --repeat runs per allocator
 with every ECALL waiting for all the others at its midpoint (enclave_bench
 --overlap), whose peak footprint is that of all the calls at once, as on a
 machine with a core per thread. Workload B, the fragmentation soak: one run of
@@ -43,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -515,6 +517,51 @@ def fmt_judged(v: Optional[float]) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
 
+def plan_fill_rounds(round_seconds: dict[int, list[float]], fill_seconds: float,
+                     repeat_max: int) -> dict[int, int]:
+    """More timed rounds per thread count: at a count whose rounds (the
+    wall time of every allocator's run, process start included) took
+    fill_seconds or more in all, none; else as many as their mean length
+    fits into what is left, up to repeat_max rounds in all. Decided by how
+    long the runs take, not by what they measure: the short runs, at low
+    thread counts, are the ones whose medians a machine's noise moves most
+    (on 2 shared CPUs one run of 1 thread took 3.7 ms or 5.8 ms, by
+    chance, for either allocator), and they cost little."""
+    extra: dict[int, int] = {}
+    for n, seconds in round_seconds.items():
+        if not seconds:
+            continue
+        spent, mean = sum(seconds), sum(seconds) / len(seconds)
+        # (a hair over: 2.8 s left of rounds of 0.4 s are 7, not 6.999...)
+        more = math.floor((fill_seconds - spent) / mean + 1e-9) if mean > 0 else 0
+        more = min(more, repeat_max - len(seconds))
+        if more > 0:
+            extra[n] = more
+    return extra
+
+
+def a_run_counts(runs: list[ARun]) -> dict[int, int]:
+    """Timed runs per thread count (those of the allocator with the most)."""
+    counts: dict[tuple[str, int], int] = {}
+    for r in runs:
+        counts[(r.allocator, r.threads)] = counts.get((r.allocator, r.threads), 0) + 1
+    by_threads: dict[int, int] = {}
+    for (_, n), c in counts.items():
+        by_threads[n] = max(by_threads.get(n, 0), c)
+    return by_threads
+
+
+def runs_text(runs: list[ARun]) -> str:
+    """'5 runs', or '5 runs (25 at 1 thread, 12 at 2 threads)'."""
+    counts = a_run_counts(runs)
+    if not counts:
+        return "no runs"
+    common = max(set(counts.values()), key=lambda c: (list(counts.values()).count(c), -c))
+    others = [f"{c} at {n} thread{'s' if n > 1 else ''}"
+              for n, c in sorted(counts.items()) if c != common]
+    return f"{common} run(s)" + (f" ({', '.join(others)})" if others else "")
+
+
 def a_medians(runs: list[ARun]) -> dict[tuple[str, int], float]:
     """Median elapsed ms per (allocator, threads)."""
     groups: dict[tuple[str, int], list[float]] = {}
@@ -543,7 +590,7 @@ def a_table(runs: list[ARun], names: list[str], threads: list[int],
         f"{'heap':>36} = {args.heap_pages_a} pages, NumTCS = {args.tcs_a}",
         f"{'num-allocations (per-thread)':>36} = {args.num_allocations}",
         f"{'max-allocation-size':>36} = {args.max_allocation_size} bytes",
-        f"{'statistic':>36} = median of {args.repeat} run(s)",
+        f"{'statistic':>36} = median of {runs_text(runs)}",
     ]
     for n in threads:
         parts = []
@@ -780,8 +827,11 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
         f"(the runs with every call at once: "
         f"{VERIFY_TEXT[args.verify_a_once]}). "
         f"Elapsed = wall time from before the threads start until all are "
-        f"joined; median of {args.repeat} interleaved run(s) "
-        f"(+{args.warmup_rounds} warm-up round(s)).",
+        f"joined; median of {runs_text(runs)}, interleaved "
+        f"(+{args.warmup_rounds} warm-up round(s)); a thread count whose "
+        f"{args.repeat} rounds took under {args.fill_seconds:g} s of wall "
+        f"time in all got more, up to {args.repeat_max}, as many as fit "
+        f"(the short runs, which noise moves most).",
         "",
     ]
     if top > nproc:
@@ -1239,6 +1289,14 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         "(median; default: 5)")
     g.add_argument("--warmup-rounds", type=int, default=1,
                    help="untimed rounds first (default: 1)")
+    g.add_argument("--fill-seconds", type=float, default=4.0,
+                   help="after the --repeat rounds, a thread count whose "
+                        "timed rounds took less wall time than this in all "
+                        "gets more rounds, interleaved, until they would "
+                        "(0: none; default: 4)")
+    g.add_argument("--repeat-max", type=int, default=25,
+                   help="timed rounds at a thread count at most, with "
+                        "--fill-seconds (default: 25)")
     g.add_argument("--max-threads", type=int, default=16)
     g.add_argument("--num-allocations", type=int, default=100000)
     g.add_argument("--max-allocation-size", type=int, default=16384)
@@ -1286,6 +1344,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     if args.quick:
         args.num_allocations, args.max_threads = 2000, 3
         args.repeat, args.warmup_rounds, args.repeat_b = 1, 0, 1
+        args.fill_seconds = 0.0
         args.duration, args.sample_interval = 1.5, 0.25
     args.workloads = names_list(args.workloads)
     args.hosts = names_list(args.hosts)
@@ -1293,7 +1352,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         p.error("--workloads takes a, b or a,b")
     if not args.hosts or any(h not in HOSTS for h in args.hosts):
         p.error("--hosts takes pooled, new-thread or both")
-    lowest = {"repeat": 1, "repeat_b": 1, "max_threads": 1, "warmup_rounds": 0,
+    lowest = {"repeat": 1, "repeat_max": 1, "repeat_b": 1, "max_threads": 1, "warmup_rounds": 0,
               "num_allocations": 1, "max_allocation_size": 1, "heap_pages_a": 1,
               "heap_pages_b": 1, "tcs_a": 1, "tcs_b": 0, "workers": 1, "others": 0,
               "pool_bytes": 0}
@@ -1303,6 +1362,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     for name in ("duration", "sample_interval", "timeout"):
         if not getattr(args, name) > 0:  # also NaN
             p.error(f"--{name.replace('_', '-')} must be > 0")
+    if not args.fill_seconds >= 0:  # also NaN
+        p.error("--fill-seconds must be >= 0")
     if args.peers_json is None:
         args.peers_json = args.build / "enclave-peers" / "peers.json"
     return args
@@ -1399,19 +1460,37 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
                 progress.log(f"FAILED: {exc}")
             progress.advance()
 
+        def a_round(n: int, rep: int, label: str) -> float:
+            """Every allocator once at n threads (rep 0 or less: a warm-up);
+            the wall time it took."""
+            warm = rep <= 0
+            started = time.monotonic()
+            for plug in plugins:
+                measure(plug, f"A {plug.name} {n} thr ({label})",
+                        f"A {plug.name} {n} threads "
+                        + ("warm-up" if warm else f"run {rep}"),
+                        lambda: run_a(bench, plug, n, max(rep, 0), args),
+                        None if warm else a_runs)
+            return time.monotonic() - started
+
         if "a" in args.workloads:
+            round_seconds: dict[int, list[float]] = {n: [] for n in threads}
             for rnd in range(rounds):
-                warm = rnd < args.warmup_rounds
                 rep = rnd - args.warmup_rounds + 1
-                label = "warm-up" if warm else f"{rep}/{args.repeat}"
+                label = "warm-up" if rep <= 0 else f"{rep}/{args.repeat}"
                 for n in threads:
-                    for plug in plugins:
-                        measure(plug, f"A {plug.name} {n} thr ({label})",
-                                f"A {plug.name} {n} threads "
-                                + ("warm-up" if warm else f"run {rep}"),
-                                lambda: run_a(bench, plug, n, max(rep, 0),
-                                              args),
-                                None if warm else a_runs)
+                    took = a_round(n, rep, label)
+                    if rep > 0:
+                        round_seconds[n].append(took)
+            fill = (plan_fill_rounds(round_seconds, args.fill_seconds,
+                                     args.repeat_max)
+                    if args.fill_seconds > 0 else {})
+            progress.add_steps(sum(fill.values()) * len(plugins))
+            for k in range(max(fill.values(), default=0)):
+                for n in threads:
+                    if fill.get(n, 0) > k:
+                        rep = args.repeat + k + 1
+                        a_round(n, rep, f"{rep}/{args.repeat + fill[n]}")
             for rep in range(1, args.repeat + 1) if overlap else ():
                 for plug in plugins:
                     measure(plug, f"A {plug.name} {top} thr at once "
@@ -1507,6 +1586,7 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
             "workloads": args.workloads, "quick": args.quick,
             "seed": args.seed,
             "a": {"repeat": args.repeat, "warmup_rounds": args.warmup_rounds,
+                  "fill_seconds": args.fill_seconds, "repeat_max": args.repeat_max,
                   "threads": threads, "host": args.host_a,
                   "num_allocations": args.num_allocations,
                   "max_allocation_size": args.max_allocation_size,

@@ -116,6 +116,21 @@ class TableTest(unittest.TestCase):
                          "tessalloc = n/a, mimalloc3 = 3.3 ms (4 NULL in 1 of 1 runs)")
         self.assertEqual(lines[i + 2], "")
 
+    def test_short_thread_counts_get_more_rounds(self) -> None:
+        # 5 rounds: 0.2 s each at 1 thread, 0.7 s at 4, 2 s at 16
+        plan = re_mod.plan_fill_rounds({1: [0.2] * 5, 4: [0.7] * 5, 16: [2.0] * 5}, 4.0, 25)
+        self.assertEqual(plan, {1: 15})  # 4 threads: 3.5 s spent, no 0.7 s left
+        # the cap counts the rounds already made; what fits, by the mean
+        self.assertEqual(re_mod.plan_fill_rounds({1: [0.1] * 5}, 4.0, 12), {1: 7})
+        self.assertEqual(re_mod.plan_fill_rounds({2: [0.3, 0.5, 0.4]}, 4.0, 25), {2: 7})
+        self.assertEqual(re_mod.plan_fill_rounds({1: [0.2] * 5, 3: []}, 0.5, 25), {})
+
+    def test_run_counts_are_told_per_thread_count(self) -> None:
+        runs = [a_run(n, t, 1.0) for n in ("snmalloc", "tessalloc") for t in (1, 2, 3)
+                for _ in range({1: 20, 2: 9, 3: 5}[t])]
+        self.assertEqual(re_mod.runs_text(runs), "5 run(s) (20 at 1 thread, 9 at 2 threads)")
+        self.assertEqual(re_mod.runs_text([a_run("tessalloc", 4, 1.0)] * 3), "3 run(s)")
+
     def test_runs_not_kept_still_count_their_nulls_and_os_calls(self) -> None:
         clean = a_run("tessalloc", 4, 1.0)
         self.assertEqual(re_mod.unkept_lapses(clean), "")
@@ -297,7 +312,8 @@ class OptionsTest(unittest.TestCase):
     def test_bad_values_are_refused(self) -> None:
         for bad in (["--warmup-rounds", "-1"], ["--duration", "0"], ["--duration", "nan"],
                     ["--num-allocations", "0"], ["--workers", "0"], ["--others", "-1"],
-                    ["--sample-interval", "-0.5"], ["--workloads", ","], ["--hosts", " "]):
+                    ["--sample-interval", "-0.5"], ["--workloads", ","], ["--hosts", " "],
+                    ["--fill-seconds", "-1"], ["--fill-seconds", "nan"], ["--repeat-max", "0"]):
             with self.subTest(bad=bad), self.assertRaises(SystemExit), \
                     unittest.mock.patch("sys.stderr"):
                 re_mod.parse_args(bad)
