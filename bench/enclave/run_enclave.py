@@ -1289,11 +1289,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         "(median; default: 5)")
     g.add_argument("--warmup-rounds", type=int, default=1,
                    help="untimed rounds first (default: 1)")
-    g.add_argument("--fill-seconds", type=float, default=4.0,
+    g.add_argument("--fill-seconds", type=float, default=10.0,
                    help="after the --repeat rounds, a thread count whose "
                         "timed rounds took less wall time than this in all "
                         "gets more rounds, interleaved, until they would "
-                        "(0: none; default: 4)")
+                        "(0: none; default: 10)")
     g.add_argument("--repeat-max", type=int, default=25,
                    help="timed rounds at a thread count at most, with "
                         "--fill-seconds (default: 25)")
