@@ -552,7 +552,8 @@ def a_run_counts(runs: list[ARun]) -> dict[int, int]:
 
 
 def runs_text(runs: list[ARun]) -> str:
-    """'5 runs', or '5 runs (25 at 1 thread, 12 at 2 threads)'."""
+    """'5 run(s)', or '5 run(s) (25 at 1 thread, 12 at 2 threads)': the count
+    most thread counts got, then the others."""
     counts = a_run_counts(runs)
     if not counts:
         return "no runs"
