@@ -9,8 +9,8 @@ mimalloc3, built by bench/enclave/peers/build_peers.py).
 Workload A, Open Enclave's pluggable_allocator sample: for every thread
 count 1..--max-threads, every allocator in turn (interleaved: round r runs
 all thread counts for all allocators before round r+1), --repeat times after
---warmup-rounds untimed rounds, and then more rounds at the thread counts
-whose runs are short (--fill-seconds); the medians are printed as the
+--warmup-rounds untimed rounds, and then more runs of the allocators whose
+runs at a count are short (--fill-seconds); the medians are printed as the
 sample's table and plotted; then, at --max-threads, --repeat runs per allocator
 with every ECALL waiting for all the others at its midpoint (enclave_bench
 --overlap), whose peak footprint is that of all the calls at once, as on a
@@ -517,50 +517,65 @@ def fmt_judged(v: Optional[float]) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
 
-def plan_fill_rounds(round_seconds: dict[int, list[float]], fill_seconds: float,
-                     repeat_max: int) -> dict[int, int]:
-    """More timed rounds per thread count: at a count whose rounds (the
-    wall time of every allocator's run, process start included) took
-    fill_seconds or more in all, none; else as many as their mean length
-    fits into what is left, up to repeat_max rounds in all. Decided by how
-    long the runs take, not by what they measure: the short runs, at low
-    thread counts, are the ones whose medians a machine's noise moves most
-    (on 2 shared CPUs one run of 1 thread took 3.7 ms or 5.8 ms, by
-    chance, for either allocator), and they cost little."""
-    extra: dict[int, int] = {}
-    for n, seconds in round_seconds.items():
+def plan_fill_runs(run_seconds: dict[tuple[str, int], list[float]],
+                   fill_seconds: float, repeat_max: int) -> dict[tuple[str, int], int]:
+    """More timed runs per (allocator, thread count): none where its runs
+    (wall time, process start included) took fill_seconds or more in all;
+    else as many as their mean length fits into what is left, up to
+    repeat_max runs in all. Decided by how long the runs take, not by what
+    they measure: a short run is the one a machine's noise moves most (on
+    2 shared CPUs one run of 1 thread took 3.7 ms or 5.8 ms, by chance, for
+    either allocator), and costs little; so the allocators compared at
+    every count (tessalloc, snmalloc) get many runs, dlmalloc at high
+    counts, seconds each, keeps its few."""
+    extra: dict[tuple[str, int], int] = {}
+    for key, seconds in run_seconds.items():
         if not seconds:
             continue
         spent, mean = sum(seconds), sum(seconds) / len(seconds)
-        # (a hair over: 2.8 s left of rounds of 0.4 s are 7, not 6.999...)
+        # (a hair over: 2.8 s left of runs of 0.4 s are 7, not 6.999...)
         more = math.floor((fill_seconds - spent) / mean + 1e-9) if mean > 0 else 0
         more = min(more, repeat_max - len(seconds))
         if more > 0:
-            extra[n] = more
+            extra[key] = more
     return extra
 
 
-def a_run_counts(runs: list[ARun]) -> dict[int, int]:
-    """Timed runs per thread count (those of the allocator with the most)."""
-    counts: dict[tuple[str, int], int] = {}
-    for r in runs:
-        counts[(r.allocator, r.threads)] = counts.get((r.allocator, r.threads), 0) + 1
-    by_threads: dict[int, int] = {}
-    for (_, n), c in counts.items():
-        by_threads[n] = max(by_threads.get(n, 0), c)
-    return by_threads
+def thread_ranges(counts: list[int]) -> str:
+    """[1, 2, 3, 5] -> '1-3, 5 threads'; [1] -> '1 thread'."""
+    parts: list[str] = []
+    start = prev = counts[0]
+    for n in counts[1:] + [-1]:
+        if n != prev + 1:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = n
+        prev = n
+    return ", ".join(parts) + (" thread" if counts == [1] else " threads")
 
 
 def runs_text(runs: list[ARun]) -> str:
-    """'5 run(s)', or '5 run(s) (25 at 1 thread, 12 at 2 threads)': the count
-    most thread counts got, then the others."""
-    counts = a_run_counts(runs)
+    """How many runs each median has: '25 run(s)', or '25 run(s) (dlmalloc
+    5 at 7-16 threads, 9 at 6 threads)': the count most (allocator,
+    thread count) pairs got, then the others by allocator."""
+    counts: dict[tuple[str, int], int] = {}
+    for r in runs:
+        counts[(r.allocator, r.threads)] = counts.get((r.allocator, r.threads), 0) + 1
     if not counts:
         return "no runs"
-    common = max(set(counts.values()), key=lambda c: (list(counts.values()).count(c), -c))
-    others = [f"{c} at {n} thread{'s' if n > 1 else ''}"
-              for n, c in sorted(counts.items()) if c != common]
-    return f"{common} run(s)" + (f" ({', '.join(others)})" if others else "")
+    values = list(counts.values())
+    common = max(set(values), key=lambda c: (values.count(c), -c))
+    names = list(dict.fromkeys(name for name, _ in counts))
+    others: list[str] = []
+    for name in names:
+        by_count: dict[int, list[int]] = {}
+        for (who, n), c in sorted(counts.items(), key=lambda kv: kv[0][1]):
+            if who == name and c != common:
+                by_count.setdefault(c, []).append(n)
+        if by_count:
+            others.append(name + " " + ", ".join(
+                f"{c} at {thread_ranges(ns)}"
+                for c, ns in sorted(by_count.items(), key=lambda kv: kv[1][0])))
+    return f"{common} run(s)" + (f" ({'; '.join(others)})" if others else "")
 
 
 def a_medians(runs: list[ARun]) -> dict[tuple[str, int], float]:
@@ -829,10 +844,11 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
         f"{VERIFY_TEXT[args.verify_a_once]}). "
         f"Elapsed = wall time from before the threads start until all are "
         f"joined; median of {runs_text(runs)}, interleaved "
-        f"(+{args.warmup_rounds} warm-up round(s)); a thread count whose "
-        f"{args.repeat} rounds took under {args.fill_seconds:g} s of wall "
-        f"time in all got more, up to {args.repeat_max}, as many as fit "
-        f"(the short runs, which noise moves most).",
+        f"(+{args.warmup_rounds} warm-up round(s)): after {args.repeat} "
+        f"rounds, an allocator whose runs at a thread count took under "
+        f"{args.fill_seconds:g} s of wall time in all got more there, as "
+        f"many as fit, up to {args.repeat_max} (the short runs, which noise "
+        f"moves most; decided by their length, not their results).",
         "",
     ]
     if top > nproc:
@@ -1291,13 +1307,14 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     g.add_argument("--warmup-rounds", type=int, default=1,
                    help="untimed rounds first (default: 1)")
     g.add_argument("--fill-seconds", type=float, default=10.0,
-                   help="after the --repeat rounds, a thread count whose "
-                        "timed rounds took less wall time than this in all "
-                        "gets more rounds, interleaved, until they would "
-                        "(0: none; default: 10)")
+                   help="after the --repeat rounds, an allocator whose "
+                        "timed runs at a thread count took less wall time "
+                        "than this in all gets more runs there, "
+                        "interleaved, until they would (0: none; "
+                        "default: 10)")
     g.add_argument("--repeat-max", type=int, default=25,
-                   help="timed rounds at a thread count at most, with "
-                        "--fill-seconds (default: 25)")
+                   help="timed runs per allocator and thread count at most, "
+                        "with --fill-seconds (default: 25)")
     g.add_argument("--max-threads", type=int, default=16)
     g.add_argument("--num-allocations", type=int, default=100000)
     g.add_argument("--max-allocation-size", type=int, default=16384)
@@ -1461,37 +1478,41 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
                 progress.log(f"FAILED: {exc}")
             progress.advance()
 
-        def a_round(n: int, rep: int, label: str) -> float:
-            """Every allocator once at n threads (rep 0 or less: a warm-up);
-            the wall time it took."""
+        def a_run(plug: Plugin, n: int, rep: int, label: str) -> float:
+            """One run of A at n threads (rep 0 or less: a warm-up); the
+            wall time it took, process start included."""
             warm = rep <= 0
             started = time.monotonic()
-            for plug in plugins:
-                measure(plug, f"A {plug.name} {n} thr ({label})",
-                        f"A {plug.name} {n} threads "
-                        + ("warm-up" if warm else f"run {rep}"),
-                        lambda: run_a(bench, plug, n, max(rep, 0), args),
-                        None if warm else a_runs)
+            measure(plug, f"A {plug.name} {n} thr ({label})",
+                    f"A {plug.name} {n} threads "
+                    + ("warm-up" if warm else f"run {rep}"),
+                    lambda: run_a(bench, plug, n, max(rep, 0), args),
+                    None if warm else a_runs)
             return time.monotonic() - started
 
         if "a" in args.workloads:
-            round_seconds: dict[int, list[float]] = {n: [] for n in threads}
+            run_seconds: dict[tuple[str, int], list[float]] = {}
             for rnd in range(rounds):
                 rep = rnd - args.warmup_rounds + 1
                 label = "warm-up" if rep <= 0 else f"{rep}/{args.repeat}"
                 for n in threads:
-                    took = a_round(n, rep, label)
-                    if rep > 0:
-                        round_seconds[n].append(took)
-            fill = (plan_fill_rounds(round_seconds, args.fill_seconds,
-                                     args.repeat_max)
+                    for plug in plugins:
+                        took = a_run(plug, n, rep, label)
+                        if rep > 0:
+                            run_seconds.setdefault((plug.name, n), []).append(took)
+            fill = (plan_fill_runs(run_seconds, args.fill_seconds,
+                                   args.repeat_max)
                     if args.fill_seconds > 0 else {})
-            progress.add_steps(sum(fill.values()) * len(plugins))
+            progress.add_steps(sum(fill.values()))
+            # still in rounds: each round runs every count, every allocator
+            # that has runs left at it
             for k in range(max(fill.values(), default=0)):
                 for n in threads:
-                    if fill.get(n, 0) > k:
-                        rep = args.repeat + k + 1
-                        a_round(n, rep, f"{rep}/{args.repeat + fill[n]}")
+                    for plug in plugins:
+                        more = fill.get((plug.name, n), 0)
+                        if more > k:
+                            rep = args.repeat + k + 1
+                            a_run(plug, n, rep, f"{rep}/{args.repeat + more}")
             for rep in range(1, args.repeat + 1) if overlap else ():
                 for plug in plugins:
                     measure(plug, f"A {plug.name} {top} thr at once "

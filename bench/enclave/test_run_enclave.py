@@ -116,20 +116,27 @@ class TableTest(unittest.TestCase):
                          "tessalloc = n/a, mimalloc3 = 3.3 ms (4 NULL in 1 of 1 runs)")
         self.assertEqual(lines[i + 2], "")
 
-    def test_short_thread_counts_get_more_rounds(self) -> None:
-        # 5 rounds: 0.2 s each at 1 thread, 0.7 s at 4, 2 s at 16
-        plan = re_mod.plan_fill_rounds({1: [0.2] * 5, 4: [0.7] * 5, 16: [2.0] * 5}, 4.0, 25)
-        self.assertEqual(plan, {1: 15})  # 4 threads: 3.5 s spent, no 0.7 s left
-        # the cap counts the rounds already made; what fits, by the mean
-        self.assertEqual(re_mod.plan_fill_rounds({1: [0.1] * 5}, 4.0, 12), {1: 7})
-        self.assertEqual(re_mod.plan_fill_rounds({2: [0.3, 0.5, 0.4]}, 4.0, 25), {2: 7})
-        self.assertEqual(re_mod.plan_fill_rounds({1: [0.2] * 5, 3: []}, 0.5, 25), {})
+    def test_short_runs_get_more(self) -> None:
+        # 5 runs each: 0.05 s (tessalloc), 0.8 s (dlmalloc at 4), 3 s (at 16)
+        plan = re_mod.plan_fill_runs({("tessalloc", 16): [0.05] * 5, ("dlmalloc", 4): [0.8] * 5,
+                                      ("dlmalloc", 16): [3.0] * 5}, 4.0, 25)
+        self.assertEqual(plan, {("tessalloc", 16): 20})  # 4 s spent at 4: none left
+        # the cap counts the runs made; what is left, by their mean
+        self.assertEqual(re_mod.plan_fill_runs({("a", 1): [0.1] * 5}, 4.0, 12), {("a", 1): 7})
+        self.assertEqual(re_mod.plan_fill_runs({("a", 2): [0.3, 0.5, 0.4]}, 4.0, 25),
+                         {("a", 2): 7})
+        self.assertEqual(re_mod.plan_fill_runs({("a", 1): [0.2] * 5, ("a", 3): []}, 0.5, 25), {})
 
-    def test_run_counts_are_told_per_thread_count(self) -> None:
-        runs = [a_run(n, t, 1.0) for n in ("snmalloc", "tessalloc") for t in (1, 2, 3)
-                for _ in range({1: 20, 2: 9, 3: 5}[t])]
-        self.assertEqual(re_mod.runs_text(runs), "5 run(s) (20 at 1 thread, 9 at 2 threads)")
+    def test_run_counts_are_told(self) -> None:
+        want = {("tessalloc", 1): 25, ("tessalloc", 2): 25, ("tessalloc", 3): 25,
+                ("dlmalloc", 1): 25, ("dlmalloc", 2): 9, ("dlmalloc", 3): 5,
+                ("dlmalloc", 4): 5, ("tessalloc", 4): 25, ("dlmalloc", 6): 5}
+        runs = [a_run(name, n, 1.0) for (name, n), c in want.items() for _ in range(c)]
+        self.assertEqual(re_mod.runs_text(runs),
+                         "25 run(s) (dlmalloc 9 at 2 threads, 5 at 3-4, 6 threads)")
         self.assertEqual(re_mod.runs_text([a_run("tessalloc", 4, 1.0)] * 3), "3 run(s)")
+        self.assertEqual(re_mod.thread_ranges([1]), "1 thread")
+        self.assertEqual(re_mod.thread_ranges([1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8 threads")
 
     def test_runs_not_kept_still_count_their_nulls_and_os_calls(self) -> None:
         clean = a_run("tessalloc", 4, 1.0)
