@@ -557,9 +557,7 @@ def runs_text(runs: list[ARun]) -> str:
     """How many runs each median has: '25 run(s)', or '25 run(s) (dlmalloc
     5 at 7-16 threads, 9 at 6 threads)': the count most (allocator,
     thread count) pairs got, then the others by allocator."""
-    counts: dict[tuple[str, int], int] = {}
-    for r in runs:
-        counts[(r.allocator, r.threads)] = counts.get((r.allocator, r.threads), 0) + 1
+    counts = {key: len(times) for key, times in a_times(runs).items()}
     if not counts:
         return "no runs"
     values = list(counts.values())
@@ -578,12 +576,17 @@ def runs_text(runs: list[ARun]) -> str:
     return f"{common} run(s)" + (f" ({'; '.join(others)})" if others else "")
 
 
-def a_medians(runs: list[ARun]) -> dict[tuple[str, int], float]:
-    """Median elapsed ms per (allocator, threads)."""
+def a_times(runs: list[ARun]) -> dict[tuple[str, int], list[float]]:
+    """Elapsed ms of the runs per (allocator, threads)."""
     groups: dict[tuple[str, int], list[float]] = {}
     for r in runs:
         groups.setdefault((r.allocator, r.threads), []).append(r.elapsed_ms)
-    return {k: median(v) for k, v in groups.items()}
+    return groups
+
+
+def a_medians(runs: list[ARun]) -> dict[tuple[str, int], float]:
+    """Median elapsed ms per (allocator, threads)."""
+    return {k: median(v) for k, v in a_times(runs).items()}
 
 
 def a_table(runs: list[ARun], names: list[str], threads: list[int],
@@ -592,12 +595,11 @@ def a_table(runs: list[ARun], names: list[str], threads: list[int],
     med = a_medians(runs)
     nulls: dict[tuple[str, int], int] = {}  # summed over the runs
     null_runs: dict[tuple[str, int], int] = {}  # runs with any
-    run_count: dict[tuple[str, int], int] = {}
+    run_count = {key: len(times) for key, times in a_times(runs).items()}
     for r in runs:
         key = (r.allocator, r.threads)
         nulls[key] = nulls.get(key, 0) + max(r.nulls, 0)
         null_runs[key] = null_runs.get(key, 0) + (r.nulls > 0)
-        run_count[key] = run_count.get(key, 0) + 1
     host = ("a new host thread per ECALL" if args.host_a == "new-thread"
             else "a pool of host threads made before init")
     lines = [
@@ -1478,7 +1480,7 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
                 progress.log(f"FAILED: {exc}")
             progress.advance()
 
-        def a_run(plug: Plugin, n: int, rep: int, label: str) -> float:
+        def run_a_timed(plug: Plugin, n: int, rep: int, label: str) -> float:
             """One run of A at n threads (rep 0 or less: a warm-up); the
             wall time it took, process start included."""
             warm = rep <= 0
@@ -1497,7 +1499,7 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
                 label = "warm-up" if rep <= 0 else f"{rep}/{args.repeat}"
                 for n in threads:
                     for plug in plugins:
-                        took = a_run(plug, n, rep, label)
+                        took = run_a_timed(plug, n, rep, label)
                         if rep > 0:
                             run_seconds.setdefault((plug.name, n), []).append(took)
             fill = (plan_fill_runs(run_seconds, args.fill_seconds,
@@ -1512,7 +1514,7 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
                         more = fill.get((plug.name, n), 0)
                         if more > k:
                             rep = args.repeat + k + 1
-                            a_run(plug, n, rep, f"{rep}/{args.repeat + more}")
+                            run_a_timed(plug, n, rep, f"{rep}/{args.repeat + more}")
             for rep in range(1, args.repeat + 1) if overlap else ():
                 for plug in plugins:
                     measure(plug, f"A {plug.name} {top} thr at once "
