@@ -533,8 +533,10 @@ def plan_fill_runs(run_seconds: dict[tuple[str, int], list[float]],
         if not seconds:
             continue
         spent, mean = sum(seconds), sum(seconds) / len(seconds)
-        # (a hair over: 2.8 s left of runs of 0.4 s are 7, not 6.999...)
-        more = math.floor((fill_seconds - spent) / mean + 1e-9) if mean > 0 else 0
+        # (a hair over: 2.8 s left of runs of 0.4 s are 7, not 6.999...);
+        # capped before floor(), which an infinite fill_seconds overflows
+        room = (fill_seconds - spent) / mean if mean > 0 else 0.0
+        more = math.floor(min(room, repeat_max) + 1e-9)
         more = min(more, repeat_max - len(seconds))
         if more > 0:
             extra[key] = more

@@ -127,6 +127,16 @@ class TableTest(unittest.TestCase):
                          {("a", 2): 7})
         self.assertEqual(re_mod.plan_fill_runs({("a", 1): [0.2] * 5, ("a", 3): []}, 0.5, 25), {})
 
+    def test_fill_seconds_without_bound_fills_up_to_repeat_max(self) -> None:
+        # --fill-seconds inf (or one so large that what fits overflows a
+        # float) means every count gets --repeat-max runs; it used to raise
+        # OverflowError after all the rounds of A had run
+        for fill in (math.inf, 1e308):
+            with self.subTest(fill=fill):
+                self.assertEqual(re_mod.plan_fill_runs({("a", 1): [0.05] * 5}, fill, 25),
+                                 {("a", 1): 20})
+        self.assertEqual(re_mod.parse_args(["--fill-seconds", "inf"]).fill_seconds, math.inf)
+
     def test_run_counts_are_told(self) -> None:
         want = {("tessalloc", 1): 25, ("tessalloc", 2): 25, ("tessalloc", 3): 25,
                 ("dlmalloc", 1): 25, ("dlmalloc", 2): 9, ("dlmalloc", 3): 5,
