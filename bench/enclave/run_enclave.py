@@ -518,21 +518,27 @@ def fmt_judged(v: Optional[float]) -> str:
 
 
 def plan_fill_runs(run_seconds: dict[tuple[str, int], list[float]],
-                   fill_seconds: float, repeat_max: int) -> dict[tuple[str, int], int]:
+                   fill_seconds: float, repeat_max: int,
+                   lost_seconds: Optional[dict[tuple[str, int], float]] = None
+                   ) -> dict[tuple[str, int], int]:
     """More timed runs per (allocator, thread count): none where its runs
     (wall time, process start included) took fill_seconds or more in all;
     else as many as their mean length fits into what is left, up to
-    repeat_max runs in all. Decided by how long the runs take, not by what
-    they measure: a short run is the one a machine's noise moves most (on
-    2 shared CPUs one run of 1 thread took 3.7 ms or 5.8 ms, by chance, for
-    either allocator), and costs little; so the allocators compared at
-    every count (tessalloc, snmalloc) get many runs, dlmalloc at high
-    counts, seconds each, keeps its few."""
+    repeat_max runs in all. run_seconds has the runs kept (a median has
+    them); lost_seconds the time of the others (crashes, timeouts), which
+    is spent but makes no run and no mean: a count with no run kept gets
+    none, and a run that hung uses up the time. Decided by how long the
+    runs take, not by what they measure: a short run is the one a
+    machine's noise moves most (on 2 shared CPUs one run of 1 thread took
+    3.7 ms or 5.8 ms, by chance, for either allocator), and costs little;
+    so the allocators compared at every count (tessalloc, snmalloc) get
+    many runs, dlmalloc at high counts, seconds each, keeps its few."""
     extra: dict[tuple[str, int], int] = {}
     for key, seconds in run_seconds.items():
         if not seconds:
             continue
-        spent, mean = sum(seconds), sum(seconds) / len(seconds)
+        spent = sum(seconds) + (lost_seconds or {}).get(key, 0.0)
+        mean = sum(seconds) / len(seconds)
         # (a hair over: 2.8 s left of runs of 0.4 s are 7, not 6.999...);
         # capped before floor(), which an infinite fill_seconds overflows
         room = (fill_seconds - spent) / mean if mean > 0 else 0.0
@@ -1482,30 +1488,40 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
                 progress.log(f"FAILED: {exc}")
             progress.advance()
 
-        def run_a_timed(plug: Plugin, n: int, rep: int, label: str) -> float:
+        def run_a_timed(plug: Plugin, n: int, rep: int,
+                        label: str) -> tuple[float, bool]:
             """One run of A at n threads (rep 0 or less: a warm-up); the
-            wall time it took, process start included."""
+            wall time it took, process start included, and whether it was
+            kept (not a warm-up, nor a crash or timeout, which give no
+            result)."""
             warm = rep <= 0
+            kept = len(a_runs)
             started = time.monotonic()
             measure(plug, f"A {plug.name} {n} thr ({label})",
                     f"A {plug.name} {n} threads "
                     + ("warm-up" if warm else f"run {rep}"),
                     lambda: run_a(bench, plug, n, max(rep, 0), args),
                     None if warm else a_runs)
-            return time.monotonic() - started
+            return time.monotonic() - started, len(a_runs) > kept
 
         if "a" in args.workloads:
             run_seconds: dict[tuple[str, int], list[float]] = {}
+            # the timed runs that gave no result: their time is spent, but
+            # no median has them (see plan_fill_runs)
+            lost_seconds: dict[tuple[str, int], float] = {}
             for rnd in range(rounds):
                 rep = rnd - args.warmup_rounds + 1
                 label = "warm-up" if rep <= 0 else f"{rep}/{args.repeat}"
                 for n in threads:
                     for plug in plugins:
-                        took = run_a_timed(plug, n, rep, label)
-                        if rep > 0:
+                        took, kept = run_a_timed(plug, n, rep, label)
+                        if kept:
                             run_seconds.setdefault((plug.name, n), []).append(took)
+                        elif rep > 0:
+                            key = (plug.name, n)
+                            lost_seconds[key] = lost_seconds.get(key, 0.0) + took
             fill = (plan_fill_runs(run_seconds, args.fill_seconds,
-                                   args.repeat_max)
+                                   args.repeat_max, lost_seconds)
                     if args.fill_seconds > 0 else {})
             progress.add_steps(sum(fill.values()))
             # still in rounds: each round runs every count, every allocator

@@ -126,6 +126,12 @@ class TableTest(unittest.TestCase):
         self.assertEqual(re_mod.plan_fill_runs({("a", 2): [0.3, 0.5, 0.4]}, 4.0, 25),
                          {("a", 2): 7})
         self.assertEqual(re_mod.plan_fill_runs({("a", 1): [0.2] * 5, ("a", 3): []}, 0.5, 25), {})
+        # runs that gave no result: their time is spent, but they are no runs
+        self.assertEqual(re_mod.plan_fill_runs({("a", 1): [0.1] * 4}, 4.0, 25,
+                                               {("a", 1): 2.0, ("b", 1): 0.01}),
+                         {("a", 1): 16})
+        self.assertEqual(re_mod.plan_fill_runs({("a", 1): [0.1] * 4}, 4.0, 25,
+                                               {("a", 1): 300.0}), {})
 
     def test_fill_seconds_without_bound_fills_up_to_repeat_max(self) -> None:
         # --fill-seconds inf (or one so large that what fits overflows a
@@ -374,6 +380,43 @@ class OutputTest(unittest.TestCase):
         self.assertEqual(self.contents(), self.old)
         self.assertEqual(sorted(p.name for p in self.out.iterdir() if p.is_dir()),
                          ["experiments"])
+
+    def run_a_job(self, argv: list[str],
+                  fake_run_a: object) -> tuple[int, str]:
+        """run_staged with A's runs made by fake_run_a; its status and
+        summary.md."""
+        args = re_mod.parse_args(argv + ["--workloads", "a", "--out", str(self.out)])
+        plugins = [re_mod.Plugin("tessalloc", "t.so", "1", ""),
+                   re_mod.Plugin("broken", "b.so", "1", "")]
+        stage = self.out / ".partial-test"
+        stage.mkdir()
+        with unittest.mock.patch.object(re_mod, "run_a", fake_run_a), \
+                unittest.mock.patch("sys.stderr"), unittest.mock.patch("sys.stdout"):
+            status = re_mod.run_staged(args, plugins, [], Path("/bin/true"), "test",
+                                       re_mod.datetime.datetime.now(), stage)
+        return status, (self.out / "summary.md").read_text()
+
+    def test_runs_without_a_result_get_no_fill_runs(self) -> None:
+        # a peer that crashes at every run (no result, nothing kept) was
+        # given --repeat-max attempts at every count, since its attempts
+        # were short: each one more crash and finding, and the cap counted
+        # attempts, not the runs behind a median
+        calls: dict[str, int] = {}
+
+        def fake_run_a(bench: Path, plugin: re_mod.Plugin, threads: int,
+                       repetition: int, args: argparse.Namespace,
+                       overlap: bool = False) -> tuple[re_mod.ARun, str]:
+            calls[plugin.name] = calls.get(plugin.name, 0) + 1
+            if plugin.name == "broken":
+                raise re_mod.BenchError("A broken: exit 1: corruption")
+            return dataclasses.replace(a_run(plugin.name, threads, 1.0),
+                                       repetition=repetition), ""
+
+        status, _ = self.run_a_job(["--max-threads", "1", "--repeat", "2",
+                                    "--warmup-rounds", "0", "--fill-seconds", "60",
+                                    "--repeat-max", "4"], fake_run_a)
+        self.assertEqual(status, 0)
+        self.assertEqual(calls, {"tessalloc": 4, "broken": 2})
 
     def test_a_finished_run_replaces_its_workloads_files(self) -> None:
         stage = self.out / ".partial-x"
