@@ -854,11 +854,16 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
         f"{VERIFY_TEXT[args.verify_a_once]}). "
         f"Elapsed = wall time from before the threads start until all are "
         f"joined; median of {runs_text(runs)}, interleaved "
-        f"(+{args.warmup_rounds} warm-up round(s)): after {args.repeat} "
-        f"rounds, an allocator whose runs at a thread count took under "
-        f"{args.fill_seconds:g} s of wall time in all got more there, as "
-        f"many as fit, up to {args.repeat_max} (the short runs, which noise "
-        f"moves most; decided by their length, not their results).",
+        f"(+{args.warmup_rounds} warm-up round(s))"
+        # fill runs only where plan_fill_runs could add some (not with
+        # --quick, --fill-seconds 0 or --repeat at --repeat-max)
+        + (f": after {args.repeat} rounds, an allocator whose runs at a "
+           f"thread count took under {args.fill_seconds:g} s of wall time in "
+           f"all got more there, as many as fit, up to {args.repeat_max} "
+           f"(the short runs, which noise moves most; decided by their "
+           f"length, not their results)."
+           if args.fill_seconds > 0 and args.repeat_max > args.repeat
+           else "."),
         "",
     ]
     if top > nproc:

@@ -154,6 +154,23 @@ class TableTest(unittest.TestCase):
         self.assertEqual(re_mod.thread_ranges([1]), "1 thread")
         self.assertEqual(re_mod.thread_ranges([1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8 threads")
 
+    def test_fill_runs_are_told_only_where_there_could_be_some(self) -> None:
+        # --quick (--fill-seconds 0), --fill-seconds 0, or --repeat already at
+        # --repeat-max: the summary said that short runs 'got more there, as
+        # many as fit, up to 25' although no run could be added
+        runs = [a_run("tessalloc", 1, 1.0)]
+        for argv in (["--quick"], ["--fill-seconds", "0"],
+                     ["--repeat", "30"], ["--repeat", "5", "--repeat-max", "5"]):
+            with self.subTest(argv=argv):
+                text = "\n".join(re_mod.a_section(runs, [], ["tessalloc"], [1],
+                                                   re_mod.parse_args(argv), nproc=2))
+                self.assertIn("median of 1 run(s), interleaved", text)
+                self.assertNotIn("got more there", text)
+        text = "\n".join(re_mod.a_section(runs, [], ["tessalloc"], [1],
+                                           re_mod.parse_args([]), nproc=2))
+        self.assertIn("after 5 rounds, an allocator whose runs at a thread count took "
+                      "under 10 s of wall time in all got more there", text)
+
     def test_runs_not_kept_still_count_their_nulls_and_os_calls(self) -> None:
         clean = a_run("tessalloc", 4, 1.0)
         self.assertEqual(re_mod.unkept_lapses(clean), "")
