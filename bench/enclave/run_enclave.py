@@ -991,13 +991,17 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
                   + f" | {verdict(None if worst is None else worst[0] <= 1)}"
                     f" |")
     if 1 in tess:
-        peers1 = {a: med[(a, 1)] for a in ("dlmalloc", "snmalloc")
-                  if (a, 1) in med}
-        ok = (None if not peers1
-              else all(tess[1] < v for v in peers1.values()))
-        shown = ", ".join(f"{a} {v:.1f} ms" for a, v in peers1.items())
+        peers1 = {a: med.get((a, 1)) for a in ("dlmalloc", "snmalloc")}
+        # FAIL as soon as a measured peer is as fast; PASS only with both
+        # measured (a peer not built, or without runs at 1 thread: n/a)
+        ok: Optional[bool] = (
+            False if any(v is not None and tess[1] >= v
+                         for v in peers1.values())
+            else None if None in peers1.values() else True)
+        shown = ", ".join(f"{a} n/a" if v is None else f"{a} {v:.1f} ms"
+                          for a, v in peers1.items())
         md.append(f"| 1 thread: faster than both peers | tessalloc "
-                  f"{tess[1]:.1f} ms vs {shown or 'n/a'} | {verdict(ok)} |")
+                  f"{tess[1]:.1f} ms vs {shown} | {verdict(ok)} |")
     top = max(threads)
     if top in tess and ("dlmalloc", top) in med:
         speed = med[("dlmalloc", top)] / tess[top]

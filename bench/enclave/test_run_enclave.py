@@ -215,6 +215,23 @@ class TableTest(unittest.TestCase):
         plain = [r for r in rows if "as scheduled here" in r]
         self.assertIn(re_mod.verdict(True), plain[0])
 
+    def test_one_thread_target_needs_both_peers(self) -> None:
+        # snmalloc not built: 'faster than both peers' was PASS on dlmalloc alone
+        runs = [a_run("dlmalloc", 1, 5.0), a_run("tessalloc", 1, 3.0)]
+        row = [r for r in re_mod.a_targets(runs, [], [1], nproc=2)
+               if "faster than both peers" in r]
+        self.assertEqual(row, ["| 1 thread: faster than both peers | tessalloc 3.0 ms vs "
+                               "dlmalloc 5.0 ms, snmalloc n/a | n/a |"])
+        # slower than the one measured: FAIL whatever the other would say
+        runs = [a_run("dlmalloc", 1, 2.0), a_run("tessalloc", 1, 3.0)]
+        row = [r for r in re_mod.a_targets(runs, [], [1], nproc=2)
+               if "faster than both peers" in r]
+        self.assertTrue(row[0].endswith(f"| {re_mod.verdict(False)} |"), row[0])
+        runs += [a_run("snmalloc", 1, 4.0), a_run("dlmalloc", 1, 4.0), a_run("dlmalloc", 1, 5.0)]
+        row = [r for r in re_mod.a_targets(runs, [], [1], nproc=2)
+               if "faster than both peers" in r]
+        self.assertTrue(row[0].endswith(f"| {re_mod.verdict(True)} |"), row[0])
+
     def test_b_footprint_just_past_the_target_prints_past_it(self) -> None:
         rows = re_mod.b_targets([b_run("tessalloc", 1203)], ["pooled"])
         judged = [r for r in rows if "peak footprint <=" in r]
