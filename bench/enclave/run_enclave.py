@@ -874,17 +874,19 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
                f"spinning while its holder waits for a CPU).", ""]
     md += ["```"] + a_table(runs, names, threads, args) + ["```", ""]
     ratio_cols = [n for n in names if n != TESSALLOC]
-    has_tess = TESSALLOC in names
+    # ratio columns only with a peer beside tessalloc: an empty one in the
+    # header alone would leave markdown with no table
+    with_ratios = TESSALLOC in names and bool(ratio_cols)
     head = "| threads | " + " | ".join(f"{n} ms" for n in names)
     sep = "|---:|" + "---:|" * len(names)
-    if has_tess:
+    if with_ratios:
         head += " | " + " | ".join(f"{n} ÷ tessalloc" for n in ratio_cols)
         sep += "---:|" * len(ratio_cols)
     md += [head + " |", sep]
     for n in threads:
         row = [str(n)] + [fmt_ms(med[(a, n)]) if (a, n) in med else "n/a"
                           for a in names]
-        if has_tess:
+        if with_ratios:
             tess = med.get((TESSALLOC, n))
             row += [fmt_ratio(med[(a, n)] / tess) + ("*" if (a, n) in with_nulls else "")
                     if tess and (a, n) in med else "n/a" for a in ratio_cols]

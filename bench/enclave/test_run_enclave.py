@@ -171,6 +171,18 @@ class TableTest(unittest.TestCase):
         self.assertIn("after 5 rounds, an allocator whose runs at a thread count took "
                       "under 10 s of wall time in all got more there", text)
 
+    def test_a_ratio_table_is_a_table_with_tessalloc_alone(self) -> None:
+        # no peer built: the header had an empty ratio column that the
+        # delimiter row has not, and markdown shows no table at all then
+        args = re_mod.parse_args([])
+        for names in (["tessalloc"], ["dlmalloc", "tessalloc"], ["dlmalloc"]):
+            with self.subTest(names=names):
+                runs = [a_run(name, 1, 1.0) for name in names]
+                md = re_mod.a_section(runs, [], names, [1], args, nproc=2)
+                i = md.index(next(r for r in md if r.startswith("| threads |")))
+                cells = [r.strip("|").count("|") for r in md[i:i + 3]]
+                self.assertEqual(cells, [cells[0]] * 3, md[i:i + 3])
+
     def test_runs_not_kept_still_count_their_nulls_and_os_calls(self) -> None:
         clean = a_run("tessalloc", 4, 1.0)
         self.assertEqual(re_mod.unkept_lapses(clean), "")
