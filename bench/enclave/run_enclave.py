@@ -896,7 +896,7 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
 
     # Footprint, OS calls, NULLs.
     md += [
-        f"### Footprint at {top} threads, OS memory calls, NULLs",
+        f"### Footprint at {thread_ranges([top])}, OS memory calls, NULLs",
         "",
         "Footprint = the allocator's own peak where it keeps one (tessalloc, "
         "whose peak may count pages being freed at a new high; dlmalloc, "
@@ -904,7 +904,7 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
         "middle and end of each ECALL's loop; touched = pages of the region "
         "that no longer hold the fill pattern at the end (a high-water mark "
         "of the region's use, the same measure for every allocator). "
-        f"Medians over the runs at {top} threads; 'at once' = the runs in "
+        f"Medians over the runs at {thread_ranges([top])}; 'at once' = the runs in "
         "which every ECALL waits for all the others at its midpoint "
         "(enclave_bench --overlap), so that all of them hold their memory "
         "together, as on a machine with a core per thread (on fewer "
@@ -986,12 +986,18 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
     if "snmalloc" in names:
         worst = max(((tess[n] / med[("snmalloc", n)], n) for n in tess
                      if ("snmalloc", n) in med), default=None)
+        # every count needs a result of both: PASS over the counts that
+        # have them would pass counts where either crashed
+        missing = [n for n in threads if n not in tess or ("snmalloc", n) not in med]
+        ok = (None if worst is None else False if worst[0] > 1
+              else None if missing else True)
         md.append("| no slower than snmalloc at every thread count | "
                   + ("n/a" if worst is None else
                      f"worst tessalloc ÷ snmalloc {fmt_judged(worst[0])} at "
-                     f"{worst[1]} threads")
-                  + f" | {verdict(None if worst is None else worst[0] <= 1)}"
-                    f" |")
+                     f"{thread_ranges([worst[1]])}")
+                  + (f" (no result of both at {thread_ranges(missing)})"
+                     if missing else "")
+                  + f" | {verdict(ok)} |")
     if 1 in tess:
         peers1 = {a: med.get((a, 1)) for a in ("dlmalloc", "snmalloc")}
         # FAIL as soon as a measured peer is as fast; PASS only with both
@@ -1011,7 +1017,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
                 f"{nproc} CPUs: recorded, not judged)" if nproc < 8 else "")
         judged = (verdict(speed >= A_SPEEDUP_VS_DLMALLOC) if nproc >= 8
                   else "n/a")
-        md.append(f"| {top} threads: >= {A_SPEEDUP_VS_DLMALLOC:.0f}x faster "
+        md.append(f"| {thread_ranges([top])}: >= {A_SPEEDUP_VS_DLMALLOC:.0f}x faster "
                   f"than dlmalloc {cond} | {fmt_judged(speed)}x | {judged} |")
     # The speed of the calls all at once, the target's setting too, is
     # recorded (timings on fewer CPUs than calls are the scheduler's).
@@ -1019,7 +1025,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
                for a in (TESSALLOC, "snmalloc")}
     if at_once[TESSALLOC] and at_once["snmalloc"]:
         ratio = median(at_once[TESSALLOC]) / median(at_once["snmalloc"])
-        md.append(f"| {top} threads, every call at once: time against "
+        md.append(f"| {thread_ranges([top])}, every call at once: time against "
                   f"snmalloc's (recorded, not judged; here {nproc} CPUs) | "
                   f"tessalloc ÷ snmalloc {fmt_judged(ratio)} | n/a |")
     # The footprint target is judged on the calls all at once where they
@@ -1028,7 +1034,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
     judge_once = once[TESSALLOC] >= 0 and once["dlmalloc"] > 0
     if judge_once:
         ratio = once[TESSALLOC] / once["dlmalloc"]
-        md.append(f"| {top} threads, every call at once: peak footprint <= "
+        md.append(f"| {thread_ranges([top])}, every call at once: peak footprint <= "
                   f"{A_FOOTPRINT_VS_DLMALLOC:.0f}x dlmalloc's | "
                   f"{fmt_judged(ratio)}x | "
                   f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
@@ -1039,7 +1045,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
             and min(fp[TESSALLOC]) >= 0:
         ratio = median(fp[TESSALLOC]) / median(fp["dlmalloc"])
         ok = ratio <= A_FOOTPRINT_VS_DLMALLOC
-        md.append(f"| {top} threads as scheduled here: peak footprint <= "
+        md.append(f"| {thread_ranges([top])} as scheduled here: peak footprint <= "
                   f"{A_FOOTPRINT_VS_DLMALLOC:.0f}x dlmalloc's"
                   + (" (recorded; judged at once, above)" if judge_once
                      else "") + f" | {fmt_judged(ratio)}x | "
@@ -1050,7 +1056,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
     if touched[TESSALLOC] and touched["dlmalloc"] \
             and min(touched["dlmalloc"]) > 0:
         ratio = median(touched[TESSALLOC]) / median(touched["dlmalloc"])
-        md.append(f"| {top} threads"
+        md.append(f"| {thread_ranges([top])}"
                   + (", every call at once" if judge_once else "")
                   + f": the same for touched pages | {fmt_judged(ratio)}x | "
                   f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")

@@ -244,6 +244,28 @@ class TableTest(unittest.TestCase):
                if "faster than both peers" in r]
         self.assertTrue(row[0].endswith(f"| {re_mod.verdict(True)} |"), row[0])
 
+    def test_every_thread_count_target_needs_both_at_every_count(self) -> None:
+        # snmalloc without a result at 2 threads: PASS over 1 and 3 alone before
+        runs = [a_run("tessalloc", n, 3.0) for n in (1, 2, 3)]
+        runs += [a_run("snmalloc", n, 4.0) for n in (1, 3)]
+        row = [r for r in re_mod.a_targets(runs, [], [1, 2, 3], nproc=2)
+               if "at every thread count" in r]
+        self.assertEqual(row, ["| no slower than snmalloc at every thread count | worst "
+                               "tessalloc ÷ snmalloc 0.750 at 3 threads (no result of both "
+                               "at 2 threads) | n/a |"])
+        # slower where both ran: FAIL all the same
+        runs.append(a_run("tessalloc", 3, 5.0))
+        runs.append(a_run("tessalloc", 3, 5.0))
+        row = [r for r in re_mod.a_targets(runs, [], [1, 2, 3], nproc=2)
+               if "at every thread count" in r]
+        self.assertTrue(row[0].endswith(f"| {re_mod.verdict(False)} |"), row[0])
+        runs.append(a_run("snmalloc", 2, 4.0))
+        runs = [r for r in runs if not (r.allocator == "tessalloc" and r.threads == 3)]
+        runs.append(a_run("tessalloc", 3, 3.0))
+        row = [r for r in re_mod.a_targets(runs, [], [1, 2, 3], nproc=2)
+               if "at every thread count" in r]
+        self.assertTrue(row[0].endswith(f"| {re_mod.verdict(True)} |"), row[0])
+
     def test_b_footprint_just_past_the_target_prints_past_it(self) -> None:
         rows = re_mod.b_targets([b_run("tessalloc", 1203)], ["pooled"])
         judged = [r for r in rows if "peak footprint <=" in r]
