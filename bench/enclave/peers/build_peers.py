@@ -71,8 +71,13 @@ CXXFLAGS = [
     "-std=c++20", "-O3", "-fPIC", "-mcx16", "-fno-exceptions", "-fno-rtti",
     "-pthread", "-ftls-model=initial-exec", "-Wall", "-Wextra",
     "-DNDEBUG",
+    # As in an enclave, whose PAL (PALOpenEnclave) has no WaitOnAddress:
+    # snmalloc's combining lock spins. On Linux (snmalloc's CMake default,
+    # and this peer until the thirtieth session) it parks waiters on a
+    # futex, a system call no enclave thread can make (snmalloc_plugin.cc).
+    "-DSNMALLOC_USE_WAIT_ON_ADDRESS=0",
     # As snmalloc's CMake build defines them by default on Linux.
-    "-DSNMALLOC_USE_WAIT_ON_ADDRESS=1", "-DSNMALLOC_HAS_LINUX_FUTEX_H",
+    "-DSNMALLOC_HAS_LINUX_FUTEX_H",
     "-DSNMALLOC_HAS_LINUX_RANDOM_H", "-DSNMALLOC_PLATFORM_HAS_GETENTROPY",
 ]
 # Only fixed_allocator() leaves the shared object.
@@ -94,6 +99,9 @@ NOTES: dict[str, list[str]] = {
         "from the global range, metadata included) + page map bytes",
         "allocators are taken from AllocPool on thread_init (or on first "
         "use) and flush()ed and released to the pool on thread_cleanup",
+        "its locks spin, as in an enclave (SNMALLOC_USE_WAIT_ON_ADDRESS=0: "
+        "OE's PAL has no WaitOnAddress; on Linux its combining lock would "
+        "park waiters on a futex)",
     ],
     "mimalloc3": [
         "region given with mi_manage_os_memory_ex(committed, pinned, not "
