@@ -72,16 +72,21 @@ uint32_t tessi_plat_now_ms(void) {
 
 void tessi_plat_yield(void) { sched_yield(); }
 
+/* A warning's write may fail (no standard error): its errno is not the
+ * caller's, whose allocation succeeds (a malformed option made the first
+ * malloc leave EBADF) */
 void tessi_plat_write_error(const char *msg, size_t len) {
+  int saved = errno;
   while (len > 0) {
     ssize_t n = write(STDERR_FILENO, msg, len);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
-      return;
+      break;
     }
     msg += n;
     len -= (size_t)n;
   }
+  errno = saved;
 }
 
 _Noreturn void tessi_plat_abort(void) { abort(); }

@@ -29,6 +29,9 @@
  *                    about half of what was left)
  *   bad-options      malformed values are reported in one line each and the
  *                    defaults kept
+ *   warn-errno       TESS_DECOMMIT_DELAY_MS=soon with standard error closed:
+ *                    the first malloc succeeds and leaves errno as it was
+ *                    (the failed write of the report set it to EBADF)
  *   count-suffix     a size suffix on a count or a time in milliseconds
  *                    (TESS_PARTITIONS=8B, TESS_DECOMMIT_DELAY_MS=1K) is
  *                    reported and ignored (both were taken as 8 and 1024)
@@ -267,6 +270,23 @@ static void heap_unreserved(void) {
 
 static void bad_options(void) { tess_free(tess_malloc(100)); /* options were read at start-up */ }
 
+/* The first malloc reads the options and reports the malformed one; with
+ * no standard error that write fails, and its errno (EBADF) was left to
+ * the malloc's caller, whose call succeeded. */
+static void warn_errno(void) {
+  int saved_fd = dup(STDERR_FILENO);
+  REQUIRE(saved_fd >= 0, "dup");
+  close(STDERR_FILENO);
+  errno = EDOM;
+  void *p = tess_malloc(100);
+  int after = errno;
+  dup2(saved_fd, STDERR_FILENO);
+  close(saved_fd);
+  CHECK(p != NULL && after == EDOM, "first malloc with a malformed option, no stderr: %p, "
+        "errno %d (was %d)", p, after, EDOM);
+  tess_free(p);
+}
+
 static void big_overflow(void) {
   size_t before = vm_size();
   static const size_t sizes[] = {16 * MiB - 4096, 16 * MiB - 4096, 40 * MiB, 100 * MiB};
@@ -486,6 +506,7 @@ static const scenario_t scenarios[] = {
      {"TESS_DECOMMIT_DELAY_MS=soon", "TESS_RESERVE=12Q", "TESS_PARTITIONS=99"},
      {"tessalloc: TESS_DECOMMIT_DELAY_MS: ignored", "tessalloc: TESS_RESERVE: ignored",
       "tessalloc: TESS_PARTITIONS: ignored"}},
+    {"warn-errno", warn_errno, {"TESS_DECOMMIT_DELAY_MS=soon"}, {0}},
     {"count-suffix",
      bad_options,
      {"TESS_PARTITIONS=8B", "TESS_DECOMMIT_DELAY_MS=1K", "TESS_STATS_INTERVAL_MS=1M"},
