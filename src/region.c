@@ -408,6 +408,10 @@ bool tessi_pages_grow(tess_region_t *r, tess_page_t *head, size_t pages, size_t 
    * chunk: placed lowest, it mostly has free pages after it (opened when
    * the run reaches the last open partition's end) */
   if (!r->is_fixed || r->partition_count == 1 || pages + extra < big_pages(r)) return false;
+  /* not past the region's last page: opening partitions for a growth that
+   * cannot fit laid their descriptors for nothing (realloc to 100 GiB in
+   * 64 GiB: 1 GiB of them) */
+  if ((size_t)(head - r->pages) + pages + extra > r->page_count) return false;
   for (uint32_t open = tessi_open_partitions(r);;) {
     bool short_at_limit;
     if (tessi_span_grow_across(r, head, pages, extra, &short_at_limit)) return true;

@@ -113,6 +113,8 @@
  *                of it (more notes than slots) is collected before the
  *                holder lets go: no freed block is left on an orphan of
  *                a list nobody holds, in 120 rounds
+ *   grow-beyond  realloc of a big block to more than the region holds
+ *                fails without opening a partition (the footprint stays)
  *
  * Usage: test_fixed [scenario] [churn-calls]
  */
@@ -1279,6 +1281,36 @@ static void lazy(void) {
   CHECK_HEAP("emptied");
   CHECK(footprint_now() < full / 8, "footprint %zu after freeing everything", footprint_now());
   free(list.ptr);
+}
+
+/* ------------------------------------------------------- beyond-region */
+
+/* A request the region cannot hold opens no partition: each opened lays
+ * its descriptors (64 KiB for 4 MiB here, 1 MiB for 64 MiB in a large
+ * region) for good. A big block's growth by realloc went on opening the
+ * next partition while the free run reached the last open one's end:
+ * realloc of a 20 MiB block to 1 GiB in 64 MiB opened all 16 partitions
+ * (in a 64 GiB region realloc(100 GiB) laid 1 GiB of descriptors) and
+ * failed. */
+static void beyond_check(const char *what, void *p, size_t footprint, unsigned open) {
+  CHECK(p == NULL && errno == ENOMEM, "%s: %p, errno %d", what, p, errno);
+  unsigned now = tessi_open_partitions(tessi_primary);
+  CHECK(now == open, "%s opened %u partitions (%u before)", what, now - open, open);
+  CHECK(footprint_now() == footprint, "%s: footprint %zu, %zu before", what, footprint_now(),
+        footprint);
+}
+
+static void grow_beyond(void) {
+  init_region(64 * MiB);
+  char *big = tess_malloc(20 * MiB); /* the lowest run: partitions 0-5 */
+  REQUIRE(big != NULL, "a 20 MiB block");
+  big[0] = 1;
+  size_t footprint = footprint_now();
+  unsigned open = tessi_open_partitions(tessi_primary);
+  errno = 0;
+  beyond_check("realloc to 1 GiB", tess_realloc(big, 1024 * MiB), footprint, open);
+  CHECK(big[0] == 1, "the block lost its bytes");
+  tess_free(big);
 }
 
 /* ---------------------------------------------------------- large-region */
@@ -2674,7 +2706,7 @@ static const scenario_t scenarios[] = {
     {"meta-across", meta_across}, {"grow-across", grow_across}, {"fork-across", fork_across},
     {"census", census},
     {"orphan-race", orphan_race}, {"late-stress", late_stress}, {"fork-late", fork_late},
-    {"late-walk", late_walk},
+    {"late-walk", late_walk},   {"grow-beyond", grow_beyond},
 };
 
 int main(int argc, char **argv) {
