@@ -289,9 +289,10 @@ void tessi_span_free(tess_partition_t *p, tess_page_t *head, size_t pages);
 void tessi_span_free_across(tess_partition_t *p, tess_page_t *head, size_t pages);
 /* Fixed regions: the lowest run of free pages across partition boundaries
  * that fits, or with `inside` the lowest run or span (locks every open
- * partition). NULL when there is none. */
+ * partition). NULL when there is none, and *tail the free pages that end
+ * where the open partitions end. */
 tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
-                                     uint8_t kind, bool *is_zero, bool inside);
+                                     uint8_t kind, bool *is_zero, bool inside, size_t *tail);
 /* Empties every deferred stack of r; the caller holds all its locks. */
 void tessi_span_drain_deferred(tess_region_t *r);
 /* Bytes of the spans on the partitions' deferred stacks now (a read of

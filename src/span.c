@@ -777,7 +777,7 @@ static void run_done(tess_region_t *r, unsigned open) {
  * which take them in the same order. A block across a boundary stays one
  * span; tessi_span_free_across splits it again when it is freed. */
 tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t align_pages,
-                                     uint8_t kind, bool *is_zero, bool inside) {
+                                     uint8_t kind, bool *is_zero, bool inside, size_t *tail) {
   size_t align = (size_t)TESS_MAX(align_pages, (size_t)1) << TESS_PAGE_SHIFT;
   unsigned open = open_lock_all(r);
   tess_page_t *run = NULL, *found = NULL; /* run: free pages up to the end of a partition */
@@ -806,6 +806,8 @@ tess_page_t *tessi_span_alloc_across(tess_region_t *r, size_t pages, size_t alig
     }
   }
   if (found == NULL) {
+    /* (the run, if any, ends where the open partitions end) */
+    *tail = run != NULL ? run_pages : 0;
     open_unlock_all(r, open);
     return NULL;
   }

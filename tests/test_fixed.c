@@ -113,8 +113,11 @@
  *                of it (more notes than slots) is collected before the
  *                holder lets go: no freed block is left on an orphan of
  *                a list nobody holds, in 120 rounds
- *   grow-beyond  realloc of a big block to more than the region holds
- *                fails without opening a partition (the footprint stays)
+ *   grow-beyond / big-beyond
+ *                realloc of a big block to more than the region holds,
+ *                and a malloc or aligned_alloc of more than its free pages
+ *                after the open partitions' last used one, fail without
+ *                opening a partition (the footprint stays)
  *
  * Usage: test_fixed [scenario] [churn-calls]
  */
@@ -1287,11 +1290,12 @@ static void lazy(void) {
 
 /* A request the region cannot hold opens no partition: each opened lays
  * its descriptors (64 KiB for 4 MiB here, 1 MiB for 64 MiB in a large
- * region) for good. A big block's growth by realloc went on opening the
- * next partition while the free run reached the last open one's end:
- * realloc of a 20 MiB block to 1 GiB in 64 MiB opened all 16 partitions
- * (in a 64 GiB region realloc(100 GiB) laid 1 GiB of descriptors) and
- * failed. */
+ * region) for good. A big block's growth by realloc, and a big malloc,
+ * went on opening the next partition while the free run reached the last
+ * open one's end: realloc of a 20 MiB block to 1 GiB in 64 MiB, and
+ * malloc of 50 MiB beside it, each opened all 16 partitions (in a 64 GiB
+ * region realloc(100 GiB) laid 1 GiB of descriptors, malloc(60 GiB) beside
+ * 5 GiB 0.9 GiB) and failed. */
 static void beyond_check(const char *what, void *p, size_t footprint, unsigned open) {
   CHECK(p == NULL && errno == ENOMEM, "%s: %p, errno %d", what, p, errno);
   unsigned now = tessi_open_partitions(tessi_primary);
@@ -1311,6 +1315,24 @@ static void grow_beyond(void) {
   beyond_check("realloc to 1 GiB", tess_realloc(big, 1024 * MiB), footprint, open);
   CHECK(big[0] == 1, "the block lost its bytes");
   tess_free(big);
+}
+
+static void big_beyond(void) {
+  init_region(64 * MiB);
+  void *big = tess_malloc(20 * MiB);
+  REQUIRE(big != NULL, "a 20 MiB block");
+  size_t footprint = footprint_now();
+  unsigned open = tessi_open_partitions(tessi_primary);
+  errno = 0;
+  beyond_check("malloc of 50 MiB", tess_malloc(50 * MiB), footprint, open);
+  errno = 0;
+  beyond_check("aligned_alloc of 46 MiB", tess_aligned_alloc(16 * MiB, 46 * MiB), footprint,
+               open);
+  tess_free(big);
+  /* and all of it is there for one that fits */
+  void *most = tess_malloc(56 * MiB);
+  CHECK(most != NULL, "56 MiB in 64 once the 20 MiB block is freed");
+  tess_free(most);
 }
 
 /* ---------------------------------------------------------- large-region */
@@ -2706,7 +2728,7 @@ static const scenario_t scenarios[] = {
     {"meta-across", meta_across}, {"grow-across", grow_across}, {"fork-across", fork_across},
     {"census", census},
     {"orphan-race", orphan_race}, {"late-stress", late_stress}, {"fork-late", fork_late},
-    {"late-walk", late_walk},   {"grow-beyond", grow_beyond},
+    {"late-walk", late_walk},   {"grow-beyond", grow_beyond}, {"big-beyond", big_beyond},
 };
 
 int main(int argc, char **argv) {
