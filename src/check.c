@@ -145,13 +145,37 @@ static void walk_slab(walk_t *w, tess_region_t *r, tess_page_t *d) {
   }
 }
 
+/* Whether p's bins hold `spans` free spans of `pages` pages in all, each
+ * a free head of p, linked both ways (its lock held). Without it a free
+ * span that no bin held, never to be handed out again, passed the check:
+ * the pages counted free were those of the page map. */
+static bool bins_hold(const tess_partition_t *p, size_t spans, size_t pages) {
+  const tess_page_t *first = &p->region->pages[p->first_page];
+  const tess_page_t *end = &p->region->pages[p->end_page];
+  size_t seen = 0, seen_pages = 0;
+  for (unsigned b = 0; b < TESS_SPAN_BINS; b++) {
+    const tess_page_t *prev = NULL;
+    for (const tess_page_t *d = p->bins[b]; d != NULL; prev = d, d = d->next) {
+      /* (no more than the walk found: a cycle ends here too) */
+      if (++seen > spans || d < first || d >= end || d->kind != TESS_PAGE_FREE ||
+          d->prev != prev) {
+        return false;
+      }
+      seen_pages += d->u.span.pages;
+    }
+  }
+  return seen == spans && seen_pages == pages;
+}
+
 /* Walks the spans of a region's open partitions, in address order, its
  * partitions locked. Free spans lie within one partition; a span in use
  * (a large block, a slab, metadata) may cross partitions
  * (tessi_span_alloc_across). */
 static void walk_region(walk_t *w, tess_region_t *r) {
   static size_t free_pages[TESS_FIXED_MAX_PARTITIONS]; /* under walk_lock */
+  static size_t free_spans[TESS_FIXED_MAX_PARTITIONS];
   memset(free_pages, 0, r->partition_count * sizeof free_pages[0]);
+  memset(free_spans, 0, r->partition_count * sizeof free_spans[0]);
   unsigned open = tessi_open_partitions(r);
   size_t end = r->partitions[open - 1].end_page;
   unsigned at = 0; /* partition of page i */
@@ -197,6 +221,7 @@ static void walk_region(walk_t *w, tess_region_t *r) {
     }
     if (d->kind == TESS_PAGE_FREE) {
       free_pages[at] += pages;
+      free_spans[at]++;
       if (pages > 1 &&
           (d[pages - 1].kind != TESS_PAGE_FREE_TAIL || d[pages - 1].u.span.pages != pages - 1)) {
         fail(w, "page map: free span without its tail", addr, false);
@@ -229,6 +254,9 @@ static void walk_region(walk_t *w, tess_region_t *r) {
            tessi_page_addr(r, &r->pages[p->first_page]), false);
     } else if (used != p->end_page - p->first_page - p->free_pages) {
       fail(w, "partition: pages in use do not match the footprint's count",
+           tessi_page_addr(r, &r->pages[p->first_page]), false);
+    } else if (!bins_hold(p, free_spans[k], free_pages[k])) {
+      fail(w, "partition: its bins do not hold its free spans",
            tessi_page_addr(r, &r->pages[p->first_page]), false);
     }
   }

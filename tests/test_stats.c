@@ -1,7 +1,7 @@
 /* Statistics and introspection: counters against a known allocation
  * pattern (one thread, cross-thread frees, threads without a heap), peaks,
  * the versioned struct, JSON, tess_heap_visit, and tess_heap_check finding
- * a corrupted free list and a corrupted page-map entry.
+ * a corrupted free list, a corrupted page-map entry and a free span in no bin.
  *
  * Links tessalloc-api statically and includes the internal header, so it
  * can corrupt the heap on purpose (and repair it). The program itself
@@ -335,6 +335,31 @@ static void test_check_finds_corruption(void) {
   expect_heap_ok("after repairing the page map");
   tess_free(big);
   tess_free(keep);
+
+  /* a partition's bin: a free span no bin holds (never handed out again;
+   * the check counted only the page map's free pages, and passed) */
+  void *left = tess_malloc(40 * 4096), *gone = tess_malloc(40 * 4096);
+  void *right = tess_malloc(40 * 4096); /* 40 pages: no heap keeps them */
+  tess_free(gone);
+  r = tessi_region_of((uintptr_t)gone);
+  tess_page_t *d = &r->pages[((uintptr_t)gone - r->base) / TESS_PAGE_SIZE];
+  REQUIRE(d->kind == TESS_PAGE_FREE, "the freed block between two is a free span");
+  tess_partition_t *p = tessi_partition_of(r, d);
+  tess_page_t **slot = d->prev != NULL ? &d->prev->next : NULL;
+  for (unsigned b = 0; slot == NULL && b < TESS_SPAN_BINS; b++) {
+    if (p->bins[b] == d) slot = &p->bins[b];
+  }
+  REQUIRE(slot != NULL, "the free span is in a bin");
+  *slot = d->next; /* out of its bin (its own links kept, for the repair) */
+  if (d->next != NULL) d->next->prev = d->prev;
+  error = tess_heap_check();
+  CHECK(error != NULL && strstr(error, "bins") != NULL, "a free span in no bin: %s",
+        error ? error : "not found");
+  *slot = d;
+  if (d->next != NULL) d->next->prev = d;
+  expect_heap_ok("after putting the span back in its bin");
+  tess_free(left);
+  tess_free(right);
 }
 
 /* ------------------------------------- requested bytes (build option) */
