@@ -185,7 +185,10 @@ TESS_API void tess_stats_print(FILE *out);
 
 /* Checks the heap's invariants (free lists against slab counts, page map,
  * counters). Returns NULL when all hold, else a description of the first
- * broken one. Call it while no other thread allocates or frees. */
+ * broken one. Call it while no other thread allocates or frees. In a
+ * fork() child, the heaps that the parent's other threads were using are
+ * never used again and may have been copied mid-operation: their slabs'
+ * counts and the statistics' counters are not checked there. */
 TESS_API const char *tess_heap_check(void);
 
 /* Calls visit(ptr, usable_size, arg) for every live block: slab and

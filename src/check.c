@@ -93,7 +93,12 @@ static bool is_current(const tess_page_t *d) {
 static void walk_slab(walk_t *w, tess_region_t *r, tess_page_t *d) {
   const tess_class_info_t *info = &tessi_classes[d->size_class];
   uintptr_t start = tessi_page_addr(r, d);
-  for (uint32_t k = 1; k < info->slab_pages; k++) {
+  /* a fork() child's copy of a slab whose heap another thread was using
+   * (heap.c, mark_abandoned): it may be a store behind, or midway
+   * through giving its pages back; the heap is never used again */
+  tess_heap_t *owner = tessi_owner_heap(d);
+  bool abandoned = owner != NULL && owner->abandoned;
+  for (uint32_t k = 1; k < info->slab_pages && !abandoned; k++) {
     if (d[k].kind != TESS_PAGE_NONE || d[k].head_delta != k * sizeof(tess_page_t)) {
       fail(w, "page map: slab page without the way to its head", start + k * TESS_PAGE_SIZE, false);
       return;
@@ -129,6 +134,9 @@ static void walk_slab(walk_t *w, tess_region_t *r, tess_page_t *d) {
     }
   }
   int32_t out = (int32_t)(d->state & TESS_STATE_COUNT) - (is_current(d) ? 1 : 0);
+  /* (abandoned: its count may be a store behind its lists, a pop or a
+   * push; the lists link up at every step) */
+  if (abandoned) out = (int32_t)(d->capacity - on_lists);
   /* state counts what other threads freed (remote, delayed) as out until
    * the owner collects it */
   if (out < 0 || (uint32_t)out != d->capacity - on_lists) {
@@ -167,6 +175,23 @@ static bool bins_hold(const tess_partition_t *p, size_t spans, size_t pages) {
   return seen == spans && seen_pages == pages;
 }
 
+/* In a fork() child with abandoned heaps: a span in use whose length a
+ * thread of the parent was changing when fork() copied it (a large block
+ * resized, its head's length stored before or after the partition took
+ * or gave the pages; a slab made, its class not yet stamped) runs on to
+ * the next page where a span starts; any other span ends there anyway. */
+static size_t to_next_head(const tess_page_t *d, size_t pages, size_t room) {
+  while (pages < room && d[pages].kind == TESS_PAGE_NONE) pages++;
+  return pages;
+}
+
+/* A fork() child's copy of a slab that a thread of the parent was making
+ * or giving back (heap.c, slab_new, slab_release): no owner, its class
+ * not yet stamped or its pages' way to the head already cleared. */
+static bool in_transition(const tess_page_t *d) {
+  return atomic_load_explicit(&d->owner, memory_order_relaxed) == NULL;
+}
+
 /* Walks the spans of a region's open partitions, in address order, its
  * partitions locked. Free spans lie within one partition; a span in use
  * (a large block, a slab, metadata) may cross partitions
@@ -203,6 +228,7 @@ static void walk_region(walk_t *w, tess_region_t *r) {
     /* a span in use may cross partitions in a fixed region */
     bool is_free = d->kind == TESS_PAGE_FREE || d->kind == TESS_PAGE_BUSY;
     size_t room = (!is_free && r->is_fixed ? end : p->end_page) - i;
+    if (tessi_heaps_abandoned && !is_free) pages = to_next_head(d, pages, room);
     if (pages == 0 || pages > room) {
       fail(w, "page map: span length runs past its partition", addr, false);
       return;
@@ -241,7 +267,7 @@ static void walk_region(walk_t *w, tess_region_t *r) {
       if (w->visit != NULL && !(d->flags & TESS_LARGE_CACHED)) {
         w->visit_result = w->visit((void *)addr, (pages << TESS_PAGE_SHIFT) - VISIT_TAG, w->arg);
       }
-    } else if (d->kind == TESS_PAGE_SLAB) {
+    } else if (d->kind == TESS_PAGE_SLAB && !(tessi_heaps_abandoned && in_transition(d))) {
       walk_slab(w, r, d);
     }
     i += pages;
@@ -346,6 +372,7 @@ static void walk_all(walk_t *w) {
 static void check_borrowers(walk_t *w) {
   for (tess_heap_t *h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire);
        h != NULL && w->error == NULL; h = h->next_made) {
+    if (h->abandoned) continue; /* (a fork() child's: walk_slab) */
     unsigned count[TESS_CLASSES] = {0};
     for (unsigned c = 0; c < TESS_CLASSES; c++) {
       if (h->borrow[c] != 0) count[h->borrow[c] - 1]++;
@@ -377,8 +404,9 @@ const char *tess_heap_check(void) {
         "the footprint or above the regions' pages";
   }
   if (w.error == NULL) tessi_stats_merge(&s);
-  /* the counters against what the walk found */
-  for (unsigned c = 0; c < TESS_CLASSES && w.error == NULL; c++) {
+  /* the counters against what the walk found (not in a fork() child
+   * with abandoned heaps, whose counters may be a store behind) */
+  for (unsigned c = 0; c < TESS_CLASSES && w.error == NULL && !tessi_heaps_abandoned; c++) {
     if (s.classes[c].slabs != w.slabs[c]) {
       fail(&w, "counters: slab count differs from the page map", tessi_classes[c].block_size, true);
     } else if (s.classes[c].live_blocks != w.live_blocks[c]) {

@@ -1570,6 +1570,24 @@ void tessi_heaps_fork_parent(void) {
   }
 }
 
+bool tessi_heaps_abandoned;
+
+/* In a fork() child: the heaps that were neither in the pool nor this
+ * thread's (nor the shared heap, whose lock fork held) were in use by the
+ * parent's other threads, which may have been mid-operation, or out of
+ * the pool for a trim; they are marked, for tess_heap_check. */
+static void mark_abandoned(const tess_heap_t *own) {
+  for (tess_heap_t *h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire); h != NULL;
+       h = h->next_made) {
+    h->abandoned = h != own && !h->is_shared;
+  }
+  for (tess_heap_t *h = pool.warmest; h != NULL; h = h->next_idle) h->abandoned = false;
+  for (tess_heap_t *h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire); h != NULL;
+       h = h->next_made) {
+    if (h->abandoned) tessi_heaps_abandoned = true;
+  }
+}
+
 /* The other threads' heaps are not in the pool, and stay out of it in the
  * child: their owners may have been mid-operation when fork() copied them,
  * so they are never handed out again. Frees into their slabs still work
@@ -1595,5 +1613,6 @@ void tessi_heaps_fork_child(void) {
     uint64_t was = atomic_load_explicit(&own->holder, memory_order_relaxed);
     atomic_store_explicit(&own->holder, holder_taken(was, holder_me()), memory_order_relaxed);
   }
+  mark_abandoned(own);
   tessi_orphans_collect_noted();
 }

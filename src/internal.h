@@ -648,6 +648,9 @@ static inline uint64_t tessi_fast_allocs(const tess_heap_stats_t *s, unsigned c)
 void tessi_heaps_fork_prepare(void);
 void tessi_heaps_fork_parent(void);
 void tessi_heaps_fork_child(void);
+/* A fork() child with heaps marked `abandoned` (heap.c): their slabs and
+ * counters are as the fork found them, maybe mid-operation (check.c). */
+extern bool tessi_heaps_abandoned;
 
 /* ----------------------------------------------------------------- large */
 /* The span of a new large block of at least `size` bytes, or NULL.

@@ -270,6 +270,7 @@ typedef struct tess_heap_s {
   tess_partition_t *home;         /* where new spans come from */
   uint32_t shard;                 /* which orphan lists it uses first */
   bool is_shared;                 /* fixed: the heap of calls past the cap (heap.c) */
+  bool abandoned; /* a fork() child's copy of a heap that another thread used (heap.c) */
   uint32_t reattached;            /* fixed: full slabs freed into since the last malloc slow path */
   uint32_t slab_slow_paths;       /* every 8th is a full one; fixed: it gives back an empty
                                      current slab (heap.c) */
