@@ -40,6 +40,7 @@ import datetime
 import json
 import math
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -597,6 +598,40 @@ def a_medians(runs: list[ARun]) -> dict[tuple[str, int], float]:
     return {k: median(v) for k, v in a_times(runs).items()}
 
 
+# The interval of snmalloc's median ÷ tessalloc's at a thread count: a
+# paired bootstrap over the rounds (each round ran both, one after the
+# other, so a slow spell of the host weighs on both alike).
+INTERVAL_LEVEL = 0.95
+INTERVAL_RESAMPLES = 2000
+
+
+def ratio_interval(runs: list[ARun], peer: str, threads: int,
+                   seed: int = 1) -> Optional[tuple[float, float]]:
+    """The INTERVAL_LEVEL percentile interval of peer's median ÷
+    tessalloc's at `threads`, resampling the rounds both ran (runs paired
+    by repetition); None with fewer than 5 such rounds."""
+    times: dict[str, dict[int, float]] = {peer: {}, TESSALLOC: {}}
+    for r in runs:
+        if r.threads == threads and r.allocator in times:
+            times[r.allocator][r.repetition] = r.elapsed_ms
+    rounds = sorted(set(times[peer]) & set(times[TESSALLOC]))
+    if len(rounds) < 5:
+        return None
+    rng = random.Random(seed)  # the same report from the same runs
+    ratios = []
+    for _ in range(INTERVAL_RESAMPLES):
+        picked = [rng.choice(rounds) for _ in rounds]
+        tess = median([times[TESSALLOC][k] for k in picked])
+        if tess > 0:
+            ratios.append(median([times[peer][k] for k in picked]) / tess)
+    if not ratios:
+        return None
+    ratios.sort()
+    tail = (1 - INTERVAL_LEVEL) / 2
+    return (ratios[int(tail * (len(ratios) - 1))],
+            ratios[int((1 - tail) * (len(ratios) - 1))])
+
+
 def a_table(runs: list[ARun], names: list[str], threads: list[int],
             args: argparse.Namespace) -> list[str]:
     """The sample's table: one line of medians per thread count."""
@@ -879,9 +914,13 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
     with_ratios = TESSALLOC in names and bool(ratio_cols)
     head = "| threads | " + " | ".join(f"{n} ms" for n in names)
     sep = "|---:|" + "---:|" * len(names)
+    with_interval = with_ratios and "snmalloc" in ratio_cols
     if with_ratios:
         head += " | " + " | ".join(f"{n} ÷ tessalloc" for n in ratio_cols)
         sep += "---:|" * len(ratio_cols)
+    if with_interval:
+        head += f" | snmalloc ÷ tessalloc, {INTERVAL_LEVEL:.0%} interval"
+        sep += "---:|"
     md += [head + " |", sep]
     for n in threads:
         row = [str(n)] + [fmt_ms(med[(a, n)]) if (a, n) in med else "n/a"
@@ -890,9 +929,17 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
             tess = med.get((TESSALLOC, n))
             row += [fmt_ratio(med[(a, n)] / tess) + ("*" if (a, n) in with_nulls else "")
                     if tess and (a, n) in med else "n/a" for a in ratio_cols]
+        if with_interval:
+            interval = ratio_interval(runs, "snmalloc", n)
+            row.append("n/a" if interval is None
+                       else f"{fmt_ratio(interval[0])}–{fmt_ratio(interval[1])}")
         md.append("| " + " | ".join(row) + " |")
     md += ["", "(ratio > 1: tessalloc is faster; * : some of that allocator's runs at "
-           "that count returned NULL, so they did less work.)", ""]
+           "that count returned NULL, so they did less work."
+           + (" The interval: a paired bootstrap over the rounds, "
+              f"{INTERVAL_RESAMPLES} resamples; one that lies wholly below 1 "
+              "is a lag beyond the run-to-run noise." if with_interval else "")
+           + ")", ""]
 
     # Footprint, OS calls, NULLs.
     md += [
@@ -991,12 +1038,21 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         missing = [n for n in threads if n not in tess or ("snmalloc", n) not in med]
         ok = (None if worst is None else False if worst[0] > 1
               else None if missing else True)
+        # which of the counts behind lag beyond the noise (their interval
+        # of snmalloc ÷ tessalloc wholly below 1): told, not judged
+        behind = [n for n in tess if ("snmalloc", n) in med
+                  and tess[n] > med[("snmalloc", n)]]
+        beyond = [n for n in behind
+                  if (iv := ratio_interval(runs, "snmalloc", n)) is not None and iv[1] < 1]
         md.append("| no slower than snmalloc at every thread count | "
                   + ("n/a" if worst is None else
                      f"worst tessalloc ÷ snmalloc {fmt_judged(worst[0])} at "
                      f"{thread_ranges([worst[1]])}")
                   + (f" (no result of both at {thread_ranges(missing)})"
                      if missing else "")
+                  + (f"; behind at {thread_ranges(behind)}, beyond the noise at "
+                     + (thread_ranges(beyond) if beyond else "none")
+                     + f" ({INTERVAL_LEVEL:.0%} interval, above)" if behind else "")
                   + f" | {verdict(ok)} |")
     if 1 in tess:
         peers1 = {a: med.get((a, 1)) for a in ("dlmalloc", "snmalloc")}

@@ -266,6 +266,42 @@ class TableTest(unittest.TestCase):
                if "at every thread count" in r]
         self.assertTrue(row[0].endswith(f"| {re_mod.verdict(True)} |"), row[0])
 
+    def test_ratio_interval_pairs_the_rounds(self) -> None:
+        def rounds(name: str, threads: int, times: list[float]) -> list[re_mod.ARun]:
+            return [dataclasses.replace(a_run(name, threads, ms), repetition=k + 1)
+                    for k, ms in enumerate(times)]
+        # each round's host speed moves both alike: paired, the 10 % lead
+        # stands out of a spread of 2x
+        host = [1.0, 2.0, 1.2, 1.8, 1.1, 1.9, 1.5, 1.3, 1.7, 1.4]
+        runs = rounds("tessalloc", 4, [10 * h for h in host])
+        runs += rounds("snmalloc", 4, [11 * h for h in host])
+        low, high = re_mod.ratio_interval(runs, "snmalloc", 4)
+        self.assertGreater(low, 1.05)
+        self.assertLess(high, 1.15)
+        self.assertEqual(re_mod.ratio_interval(runs, "snmalloc", 4), (low, high))
+        # noise alone: the interval holds 1
+        runs = rounds("tessalloc", 4, [10 * h for h in host])
+        runs += rounds("snmalloc", 4, [10 * h for h in reversed(host)])
+        low, high = re_mod.ratio_interval(runs, "snmalloc", 4)
+        self.assertLess(low, 1.0)
+        self.assertGreater(high, 1.0)
+        # too few rounds of both
+        runs = rounds("tessalloc", 4, [10.0] * 4) + rounds("snmalloc", 4, [11.0] * 4)
+        self.assertIsNone(re_mod.ratio_interval(runs, "snmalloc", 4))
+
+    def test_every_thread_count_target_tells_a_lag_beyond_the_noise(self) -> None:
+        host = [1.0, 2.0, 1.2, 1.8, 1.1, 1.9, 1.5, 1.3, 1.7, 1.4]
+        runs = []
+        for k, h in enumerate(host):
+            for name, ms in (("tessalloc", 10.0), ("snmalloc", 11.0)):
+                runs.append(dataclasses.replace(a_run(name, 1, ms * h), repetition=k + 1))
+            for name, ms in (("tessalloc", 12.0), ("snmalloc", 10.0)):
+                runs.append(dataclasses.replace(a_run(name, 2, ms * h), repetition=k + 1))
+        row = [r for r in re_mod.a_targets(runs, [], [1, 2], nproc=2)
+               if "at every thread count" in r]
+        self.assertIn("behind at 2 threads, beyond the noise at 2 threads", row[0])
+        self.assertTrue(row[0].endswith(f"| {re_mod.verdict(False)} |"), row[0])
+
     def test_b_footprint_just_past_the_target_prints_past_it(self) -> None:
         rows = re_mod.b_targets([b_run("tessalloc", 1203)], ["pooled"])
         judged = [r for r in rows if "peak footprint <=" in r]
