@@ -6,17 +6,20 @@ live bytes, and the workers' allocation calls per second.
     b_touched.py HOST SECONDS ROUNDS LIB.so [LIB.so ...]
 
 Each round runs every build once (the order reversed every other round,
-seed = round number); prints each run, then each build's medians.
+seed = round number); prints each run, then each build's medians. BENCH
+overrides the harness (default: build/ of the repository).
 """
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[5] / "build/bench/enclave/enclave_bench"
+BENCH = Path(os.environ.get(
+    "BENCH", Path(__file__).resolve().parents[5] / "build/bench/enclave/enclave_bench"))
 
 
 def one_run(lib: str, host: str, seconds: str, seed: int) -> tuple[float, float, float, int]:
