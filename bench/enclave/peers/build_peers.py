@@ -74,7 +74,8 @@ CXXFLAGS = [
     # As in an enclave, whose PAL (PALOpenEnclave) has no WaitOnAddress:
     # snmalloc's combining lock spins. On Linux (snmalloc's CMake default,
     # and this peer until the thirtieth session) it parks waiters on a
-    # futex, a system call no enclave thread can make (snmalloc_plugin.cc).
+    # futex, a system call an enclave thread cannot make directly (it would
+    # need an OCALL, which OE's snmalloc does not make; snmalloc_plugin.cc).
     "-DSNMALLOC_USE_WAIT_ON_ADDRESS=0",
     # As snmalloc's CMake build defines them by default on Linux.
     "-DSNMALLOC_HAS_LINUX_FUTEX_H",

@@ -1,20 +1,22 @@
 // The snmalloc peer: snmalloc (source from the crates.io snmalloc-sys crate)
 // in its fixed-range configuration, as a fixed_allocator_t plugin.
 //
-// The model is Open Enclave's snmalloc integration: one FixedRangeConfig over
-// the enclave heap, with the page map carved from the start of the region and
-// no OS memory (PALNoAlloc); each enclave thread takes an allocator from
-// snmalloc's pool when it enters (thread_init) and, when it leaves
-// (thread_cleanup), gives it back to the pool, so the next thread to enter
-// may take it over with whatever it caches.
+// The model is Open Enclave's snmalloc integration, with snmalloc 0.7.6 as
+// it would behave built for OE: one FixedRangeConfig over the enclave heap,
+// with the page map carved from the start of the region and no OS memory
+// (PALNoAlloc); each enclave thread takes an allocator from snmalloc's pool
+// when it enters (thread_init) and, when it leaves (thread_cleanup), gives
+// it back to the pool, so the next thread to enter may take it over with
+// whatever it caches.
 //
-// One difference from OE, on purpose: this plugin flushes the allocator
+// The flush at thread_cleanup: this plugin flushes the allocator
 // (Allocator::flush: drains its message queue, returns its fast free lists
 // and empty slabs, posts its remote frees) before releasing it, as
-// snmalloc's own thread teardown does. OE's 3rdparty/snmalloc/allocator.cpp
-// does not: its oe_allocator_thread_cleanup is
-//   current_alloc_pool()->release(ThreadAlloc::get());
-// and nothing else. Without the flush (build with
+// snmalloc's own thread teardown does. OE's 0.5-era
+// 3rdparty/snmalloc/allocator.cpp did not (its oe_allocator_thread_cleanup
+// was current_alloc_pool()->release(ThreadAlloc::get()) and nothing else);
+// its 0.6-era one, as found in a search of public sources (thirtieth
+// session), calls teardown(), which flushes. Without the flush (build with
 // -DFIXED_SNMALLOC_OE_RELEASE_ONLY) snmalloc 0.7.6 takes about 0.6x the CPU
 // for the same work of workload B on 2 CPUs (--ecalls 400), but fills B's
 // 64 MiB region within seconds (NULLs; a new allocator for the teardown
@@ -22,14 +24,20 @@
 // the flush, every ECALL pays for it, the short ECALLs of B's other threads
 // most.
 //
-// Its locks spin, as in an enclave: snmalloc's combining lock (the
-// backend's) takes its waiting primitive from DefaultPal, not from the
-// Config's PAL, and on Linux parks waiters on a futex unless built with
-// SNMALLOC_USE_WAIT_ON_ADDRESS=0. OE's PAL has no WaitOnAddress, so there
-// it spins, as OE's dlmalloc lock and tessalloc's do. Built with the
-// futex (until the thirtieth session), workload B pooled on 2 CPUs made
-// 56,843 futex calls in 3 s (strace -f -c), and the model's snmalloc slept
-// where an enclave's must spin.
+// Its locks spin, as in an enclave. snmalloc 0.7's combining lock (the
+// backend's global range; the allocator pool's lock always spins) takes
+// its waiting primitive from DefaultPal, not from the Config's PAL: on
+// Linux a queued waiter that has spun 100 pauses sleeps on a futex, unless
+// built with SNMALLOC_USE_WAIT_ON_ADDRESS=0. An enclave thread cannot make
+// that system call directly (it would need an OCALL, which OE's own
+// mutexes make and its snmalloc does not), and snmalloc's OE PAL has no
+// WaitOnAddress: built for OE, 0.7.6 spins, as OE's dlmalloc lock and
+// tessalloc's do. (OE itself ships snmalloc 0.6.2, whose backend lock is
+// a plain spin lock: the waiting is reproduced, not the lock's algorithm.)
+// Built with the futex (until the thirtieth session), workload B pooled on
+// 2 CPUs made 56,843 futex calls in 3 s (strace -f -c). One OS call is
+// left: a new allocator (the pool empty) draws its free-list keys with
+// getrandom, where OE uses oe_random; a warm-up cost only.
 //
 // This file does not replace the process's malloc: no snmalloc override is
 // compiled in, and the plugin exports only fixed_allocator().
