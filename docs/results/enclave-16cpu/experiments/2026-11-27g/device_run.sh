@@ -14,8 +14,8 @@
 # get up to 25 (--fill-seconds), about 80 s more by the runs of 6b3ee9d.
 # PART=snpeer (the thirtieth session's): B pooled, 4 interleaved rounds of
 # 10 s of tessalloc, the spinning snmalloc peer (build_peers.py since
-# a397f05) and the futex one (build_futex_peer.py build-dev, here first),
-# about 130 s.
+# a397f05), the futex one and one with a test-and-test-and-set lock
+# (build_futex_peer.py build-dev, here first), about 170 s.
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -45,7 +45,8 @@ case "${PART:-}" in
     BENCH=build-dev/bench/enclave/enclave_bench timeout "${B_LIMIT:-300}" python3 \
       docs/results/enclave/experiments/2026-11-27f/b_touched.py pooled 10 4 \
       build-dev/bench/enclave/libfixed_tessalloc.so build-dev/enclave-peers/libfixed_snmalloc.so \
-      build-dev/libfixed_snmalloc_futex.so 2>&1 | tee "$OUT/snpeer.log"
+      build-dev/libfixed_snmalloc_futex.so build-dev/libfixed_snmalloc_ttas.so 2>&1 |
+      tee "$OUT/snpeer.log"
     ;;
   *) echo "PART=a, PART=b or PART=snpeer" >&2; exit 2 ;;
 esac
