@@ -162,10 +162,22 @@ static void finish_init(void) {
   tessi_plat_thread_exit_init(thread_exit);
   atomic_store_explicit(&tessi_ready, 1, memory_order_release);
   tessi_unlock(&init_lock);
-#if !TESS_OVERRIDE
-  /* may allocate (now served by us), so only once we are ready */
-  tessi_plat_fork_hooks(fork_prepare, fork_parent, fork_child);
-#endif
+}
+
+/* Our fork handlers, registered once. Without the standard names they go
+ * in when the first initialization starts, before init_lock (a fork()
+ * meanwhile then waits in fork_prepare for the initialization to end):
+ * registered once it had ended, a fork() while a thread was initializing
+ * ran no handler, and the child waited for good on a lock that thread
+ * held (3 of 20 children forked as a thread's first call began;
+ * test_fork_first_init). pthread_atfork allocates with glibc's malloc
+ * there, not ours. */
+static _Atomic(int) fork_hooks_in;
+
+static void fork_hooks_once(void) {
+  if (!atomic_exchange_explicit(&fork_hooks_in, 1, memory_order_acq_rel)) {
+    tessi_plat_fork_hooks(fork_prepare, fork_parent, fork_child);
+  }
 }
 
 #if TESS_OVERRIDE
@@ -178,14 +190,6 @@ static void finish_init(void) {
  * program's libraries start first), so pthread_atfork's __register_atfork
  * is ours too: the first registration puts ours in first. glibc keeps the
  * first handlers without allocating. */
-static _Atomic(int) fork_hooks_in;
-
-static void fork_hooks_once(void) {
-  if (!atomic_exchange_explicit(&fork_hooks_in, 1, memory_order_acq_rel)) {
-    tessi_plat_fork_hooks(fork_prepare, fork_parent, fork_child);
-  }
-}
-
 /* Priority 100, of the implementation's (0-100): in a fully static
  * program glibc's __register_atfork is linked, not ours (below), and only
  * this puts ours before the handlers of any constructor of the program's
@@ -212,6 +216,9 @@ __attribute__((weak, visibility("default"))) int __register_atfork(void (*prepar
 #endif
 
 static TESS_COLD bool init_slow(void) {
+#if !TESS_OVERRIDE
+  fork_hooks_once();
+#endif
   tessi_lock(&init_lock);
   if (atomic_load_explicit(&tessi_ready, memory_order_relaxed)) {
     tessi_unlock(&init_lock);
@@ -232,6 +239,9 @@ bool tessi_ensure_init(void) {
 
 int tess_init_region(void *start, void *end) {
   if (start == NULL || end == NULL || (uintptr_t)end <= (uintptr_t)start) return EINVAL;
+#if !TESS_OVERRIDE
+  fork_hooks_once();
+#endif
   tessi_lock(&init_lock);
   if (atomic_load_explicit(&tessi_ready, memory_order_relaxed)) {
     tessi_unlock(&init_lock);
