@@ -169,7 +169,7 @@ static void finish_init(void) {
  * meanwhile then waits in fork_prepare for the initialization to end):
  * registered once it had ended, a fork() while a thread was initializing
  * ran no handler, and the child waited for good on a lock that thread
- * held (3 of 20 children forked as a thread's first call began;
+ * held (17 of 50 children forked as a thread's first call began:
  * test_fork_first_init). pthread_atfork allocates with glibc's malloc
  * there, not ours. */
 static _Atomic(int) fork_hooks_in;
