@@ -1036,8 +1036,8 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         # every count needs a result of both: PASS over the counts that
         # have them would pass counts where either crashed
         missing = [n for n in threads if n not in tess or ("snmalloc", n) not in med]
-        ok = (None if worst is None else False if worst[0] > 1
-              else None if missing else True)
+        ok: Optional[bool] = (None if worst is None else False if worst[0] > 1
+                              else None if missing else True)
         # which of the counts behind lag beyond the noise (their interval
         # of snmalloc ÷ tessalloc wholly below 1): told, not judged
         behind = [n for n in tess if ("snmalloc", n) in med
@@ -1058,7 +1058,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         peers1 = {a: med.get((a, 1)) for a in ("dlmalloc", "snmalloc")}
         # FAIL as soon as a measured peer is as fast; PASS only with both
         # measured (a peer not built, or without runs at 1 thread: n/a)
-        ok: Optional[bool] = (
+        ok = (
             False if any(v is not None and tess[1] >= v
                          for v in peers1.values())
             else None if None in peers1.values() else True)
@@ -1289,7 +1289,7 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
         are slower. The workers' calls per CPU-second are shown, not
         judged: where threads outnumber CPUs, they say what the calls
         cost apart from how the CPUs were shared."""
-        ratios = []
+        ratios: list[Optional[float]] = []
         for of in (calls_per_s, worker_calls_per_s, lambda r: r.ecalls_per_s,
                    lambda r: r.worker_ecalls / r.duration_s, worker_calls_per_cpu_s):
             tess, other = rate(TESSALLOC, host, of), rate(peer, host, of)
