@@ -347,6 +347,9 @@ void tessi_slab_census(tess_slab_census_t *census, bool lock) {
         pages = TESS_MAX((size_t)1, (size_t)RACY_LOAD(d->u.span.pages));
         if (kind == TESS_PAGE_LARGE && (RACY_LOAD(d->flags) & TESS_LARGE_CACHED)) {
           census->kept_bytes += pages << TESS_PAGE_SHIFT;
+        } else if (kind == TESS_PAGE_LARGE) {
+          census->large_blocks++;
+          census->large_bytes += pages << TESS_PAGE_SHIFT;
         }
       }
       i += pages;

@@ -314,6 +314,7 @@ typedef struct tess_slab_census_s {
   uint64_t free_bytes[TESS_HOLDERS];
   uint64_t empty_bytes; /* empty slabs kept in heaps' caches (no class) */
   uint64_t kept_bytes;  /* freed large spans kept in heaps' caches */
+  uint64_t large_blocks, large_bytes; /* live large blocks (not kept) */
 } tess_slab_census_t;
 
 /* ---------------------------------------------------------- huge blocks */
