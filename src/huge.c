@@ -131,6 +131,13 @@ void *tessi_huge_realloc(void *p, size_t size) {
   return q;
 }
 
+void tessi_huge_live(size_t *count, size_t *bytes) {
+  tessi_lock(&huge.lock);
+  *count = huge.live;
+  *bytes = huge.bytes;
+  tessi_unlock(&huge.lock);
+}
+
 void tessi_huge_peaks(size_t *count, size_t *bytes) {
   tessi_lock(&huge.lock);
   *count = huge.peak_live;

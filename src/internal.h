@@ -688,6 +688,8 @@ void *tessi_huge_realloc(void *p, size_t size);
  * particular order, under the table's lock; the first nonzero answer
  * stops it and is returned (check.c, tess_heap_visit). */
 int tessi_huge_visit(int (*visit)(void *ptr, size_t size, void *arg), void *arg, size_t tag);
+/* The huge blocks live now, and their bytes, as the table holds them. */
+void tessi_huge_live(size_t *count, size_t *bytes);
 /* The most huge blocks, and bytes of them, live at once so far. */
 void tessi_huge_peaks(size_t *count, size_t *bytes);
 void tessi_huge_fork_prepare(void);

@@ -142,6 +142,12 @@ static void merge_counters_locked(struct tess_stats *s) {
   s->large.frees = s->large.allocs - s->large.live;
   s->large.live_bytes = t.census.large_bytes;
   fill_span(&s->huge, &t.span[4]);
+  /* live huge blocks: as the table holds them, for the same reason */
+  size_t huge_live, huge_bytes;
+  tessi_huge_live(&huge_live, &huge_bytes);
+  s->huge.live = TESS_MIN((uint64_t)huge_live, s->huge.allocs);
+  s->huge.frees = s->huge.allocs - s->huge.live;
+  s->huge.live_bytes = huge_bytes;
   s->allocs += s->large.allocs + s->huge.allocs;
   s->frees += s->large.frees + s->huge.frees;
   s->live_bytes += s->large.live_bytes + s->huge.live_bytes;
