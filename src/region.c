@@ -302,6 +302,12 @@ bool tessi_pages_big(const tess_partition_t *home, size_t pages, size_t align_pa
   return is_big(home->region, pages, align_pages);
 }
 
+/* Pages from page `first` of r to the first one aligned to align_pages. */
+static size_t run_lead(const tess_region_t *r, size_t first, size_t align_pages) {
+  uintptr_t at = r->base + (first << TESS_PAGE_SHIFT);
+  return (tessi_align_up(at, align_pages << TESS_PAGE_SHIFT) - at) >> TESS_PAGE_SHIFT;
+}
+
 /* A run of free pages across the partitions of fixed region r
  * (tessi_span_alloc_across), in the open ones, else on into the next,
  * opened one by one. With `inside`, for a big request: the lowest span or
@@ -320,11 +326,14 @@ static tess_page_t *alloc_across_opening(tess_region_t *r, size_t pages, size_t 
   tess_page_t *d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero, inside, &tail);
   /* a run the next partitions could complete holds at most the free pages
    * at the open ones' end and every page not open (fewer than that if
-   * others opened some meanwhile): when they are fewer than asked,
-   * opening partitions laid their descriptors for nothing (malloc(60 GiB)
-   * beside a 5 GiB block in 64 GiB: 0.9 GiB of them, for good) */
+   * others opened some meanwhile), less the alignment's lead from its
+   * start: when they are fewer than asked, opening partitions laid their
+   * descriptors for nothing (malloc(60 GiB) beside a 5 GiB block in 64
+   * GiB: 0.9 GiB of them, for good; aligned_alloc(4 MiB, 41 MiB) beside a
+   * 20 MiB block in 64 MiB: 4 partitions, before the lead counted) */
   while (d == NULL && open < r->partition_count &&
-         tail + (r->page_count - r->partitions[open].first_page) >= pages) {
+         tail + (r->page_count - r->partitions[open].first_page) >=
+             pages + run_lead(r, r->partitions[open].first_page - tail, align_pages)) {
     open = region_open_next(r, open);
     d = tessi_span_alloc_across(r, pages, align_pages, kind, is_zero, inside, &tail);
   }

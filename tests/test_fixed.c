@@ -116,8 +116,9 @@
  *   grow-beyond / big-beyond
  *                realloc of a big block to more than the region holds,
  *                and a malloc or aligned_alloc of more than its free pages
- *                after the open partitions' last used one, fail without
- *                opening a partition (the footprint stays)
+ *                after the open partitions' last used one (for
+ *                aligned_alloc, after the first aligned address there),
+ *                fail without opening a partition (the footprint stays)
  *
  * Usage: test_fixed [scenario] [churn-calls]
  */
@@ -1328,6 +1329,20 @@ static void big_beyond(void) {
   errno = 0;
   beyond_check("aligned_alloc of 46 MiB", tess_aligned_alloc(16 * MiB, 46 * MiB), footprint,
                open);
+  /* fewer bytes than are free after the block, but more than are free
+   * after the first address so aligned there: the alignment's lead counts
+   * too (the pages alone passed, and every partition opened for nothing) */
+  uintptr_t end = (uintptr_t)big + 20 * MiB, top = (uintptr_t)region_end;
+  for (size_t align = 4 * MiB; align <= 16 * MiB; align *= 2) {
+    uintptr_t first = (end + align - 1) & ~(uintptr_t)(align - 1);
+    if (first - end < 2 * MiB || first >= top) continue;
+    size_t size = (top - first) + MiB; /* a MiB more than fits there */
+    errno = 0;
+    char what[64];
+    snprintf(what, sizeof what, "aligned_alloc(%zu MiB, %zu MiB)", align / MiB, size / MiB);
+    beyond_check(what, tess_aligned_alloc(align, size), footprint, open);
+    break;
+  }
   tess_free(big);
   /* and all of it is there for one that fits */
   void *most = tess_malloc(56 * MiB);
