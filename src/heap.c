@@ -360,17 +360,20 @@ static tess_page_t *slab_new(tess_heap_t *h, unsigned cls) {
 
 /* ----------------------------------------------------------------- frees */
 
+/* (sequentially consistent: the free then reads h->pooled, the pool's
+ * push writes it and then reads the list: one sees the other's) */
 static void heap_delayed_push(tess_heap_t *h, tess_block_t *b) {
   tess_block_t *old = atomic_load_explicit(&h->delayed, memory_order_relaxed);
   do {
     if (TESS_UNLIKELY(old == b)) tessi_report_invalid("free", b, "freed twice");
     b->next = old;
-  } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &old, b, memory_order_release,
+  } while (!atomic_compare_exchange_weak_explicit(&h->delayed, &old, b, memory_order_seq_cst,
                                                   memory_order_relaxed));
 }
 
 static bool orphan_free(tess_page_t *d, tess_block_t *b, tess_heap_t *owner);
 static void orphan_note_late(tess_page_t *d, tess_heap_t *mark);
+static void idle_collect(tess_heap_t *h);
 
 void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
   tess_heap_t *mark = atomic_load_explicit(&d->owner, memory_order_relaxed);
@@ -402,6 +405,11 @@ void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
       if (atomic_compare_exchange_weak_explicit(&d->remote, &old, 0, memory_order_acq_rel,
                                                 memory_order_relaxed)) {
         heap_delayed_push(owner, b);
+        /* an owner that has trimmed and gone idle meanwhile (fixed mode)
+         * would keep the block, and its slab (an orphan now) the pages */
+        if (TESS_UNLIKELY(atomic_load_explicit(&owner->pooled, memory_order_seq_cst))) {
+          idle_collect(owner);
+        }
         return;
       }
     } else {
@@ -1106,8 +1114,8 @@ static void heap_trim(tess_heap_t *h) {
   /* a free that took a full slab's NOTIFY bit before full_slabs_leave
    * collected it pushes its block on h's delayed list, maybe since the
    * first look: freed into its slab, an orphan now, rather than left with
-   * a heap about to sit idle (one pushed later waits for h's next call, or
-   * the trim of the coldest idle heap: tessi_heap_release) */
+   * a heap about to sit idle (one pushed later is collected by its free or
+   * as h goes into the pool: idle_collect) */
   if (atomic_load_explicit(&h->delayed, memory_order_relaxed) != NULL) process_delayed(h);
 }
 
@@ -1153,6 +1161,7 @@ static struct {
   size_t trimming;
 } pool;
 
+/* (fixed mode: h->pooled, then a look at h->delayed by pool_pushed) */
 static void pool_push_locked(tess_heap_t *h, bool warm) {
   h->prev_idle = warm ? NULL : pool.coldest;
   h->next_idle = warm ? pool.warmest : NULL;
@@ -1170,6 +1179,7 @@ static void pool_push_locked(tess_heap_t *h, bool warm) {
     pool.coldest = h;
   }
   pool.length++;
+  if (tessi_primary->is_fixed) atomic_store_explicit(&h->pooled, true, memory_order_seq_cst);
 }
 
 static void pool_unlink_locked(tess_heap_t *h) {
@@ -1183,6 +1193,47 @@ static void pool_unlink_locked(tess_heap_t *h) {
     pool.coldest = h->prev_idle;
   h->next_idle = h->prev_idle = NULL;
   pool.length--;
+  atomic_store_explicit(&h->pooled, false, memory_order_relaxed);
+}
+
+/* Late frees to idle heaps (fixed mode). A free that took a full slab's
+ * NOTIFY just before the owner's trim collected the slab pushes its block
+ * on the owner's delayed list after the trim's last look (heap_trim), and
+ * the heap goes idle: the slab, an orphan by then, counts the block as
+ * live, and its pages stay until the heap is taken again. Each release
+ * used to trim the coldest idle heap, and put it back at the cold end, so
+ * no other idle heap was trimmed again: in a pool of three, the one in
+ * the middle kept such a block through any number of later calls
+ * (races/idle_delayed.sh). Now the free, having pushed, reads `pooled`;
+ * whoever puts a heap into the pool sets it, then reads the list
+ * (pool_pushed), both sequentially consistent: one of the two sees the
+ * other, and collects. A heap out of the pool meanwhile is collected by
+ * whoever holds it: a call's slow paths and release, a trim. */
+static TESS_NOINLINE void idle_collect(tess_heap_t *h) {
+  if (tessi_fork_holder) return; /* (its handlers hold the pool's lock) */
+  tessi_lock(&pool.lock);
+  bool pooled = atomic_load_explicit(&h->pooled, memory_order_relaxed);
+  if (pooled) {
+    pool_unlink_locked(h);
+    pool.trimming++;
+  }
+  tessi_unlock(&pool.lock);
+  if (!pooled) return;
+  heap_trim(h);
+  tessi_lock(&pool.lock);
+  pool_push_locked(h, false);
+  pool.trimming--;
+  tessi_unlock(&pool.lock);
+  if (atomic_load_explicit(&h->delayed, memory_order_seq_cst) != NULL) idle_collect(h);
+}
+
+/* h was put into the pool (its lock let go since): a free that pushed on
+ * its delayed list before it was, after its trim looked, is collected. */
+static inline void pool_pushed(tess_heap_t *h) {
+  if (TESS_UNLIKELY(tessi_primary->is_fixed &&
+                    atomic_load_explicit(&h->delayed, memory_order_seq_cst) != NULL)) {
+    idle_collect(h);
+  }
 }
 
 size_t tessi_heap_pool_length(void) {
@@ -1329,12 +1380,15 @@ void tessi_heap_reclaim(tess_heap_t *self) {
   shared_trim_if_used(self);
   tessi_orphans_collect_noted();
   tessi_span_drain_all(); /* what the trims freed while a partition was busy */
-  tessi_lock(&pool.lock);
   while (taken != NULL) {
     tess_heap_t *next = taken->next_idle;
+    tessi_lock(&pool.lock);
     pool_push_locked(taken, false);
+    tessi_unlock(&pool.lock);
+    pool_pushed(taken);
     taken = next;
   }
+  tessi_lock(&pool.lock);
   pool.trimming--;
   tessi_unlock(&pool.lock);
 }
@@ -1514,11 +1568,10 @@ tess_heap_t *tessi_heap_acquire(void) {
   return h;
 }
 
-/* In a fixed region a heap gives back its empty slabs when its thread is
- * done (the end of an enclave call), so idle heaps pin only slabs with
- * live blocks; and each release trims the coldest idle heap once it has
- * sat through a full turn of the pool, so frees that other threads made
- * into its slabs meanwhile are not pinned for good either. */
+/* In a fixed region a heap gives back its slabs when its thread is done
+ * (the end of an enclave call): the empty ones to their partitions, the
+ * others as orphans, so an idle heap holds nothing but a late free to its
+ * delayed list, which is collected at once (idle_collect). */
 void tessi_heap_release(tess_heap_t *h) {
   process_delayed(h);
   bool fixed = tessi_primary->is_fixed;
@@ -1531,23 +1584,9 @@ void tessi_heap_release(tess_heap_t *h) {
   tessi_lock(&pool.lock);
   pool_push_locked(h, true);
   /* (atomic: a thread past the cap peeks at it without the lock) */
-  h->idle_mark = __atomic_add_fetch(&pool.releases, 1, __ATOMIC_RELAXED);
-  tess_heap_t *cold = pool.coldest;
-  if (fixed && cold != h && pool.releases - cold->idle_mark > pool.length) {
-    pool_unlink_locked(cold);
-    pool.trimming++;
-  } else {
-    cold = NULL;
-  }
+  __atomic_add_fetch(&pool.releases, 1, __ATOMIC_RELAXED);
   tessi_unlock(&pool.lock);
-  if (cold != NULL) {
-    heap_trim(cold);
-    tessi_lock(&pool.lock);
-    cold->idle_mark = pool.releases;
-    pool_push_locked(cold, false);
-    pool.trimming--;
-    tessi_unlock(&pool.lock);
-  }
+  pool_pushed(h);
   shared_trim_if_used(NULL);
 }
 

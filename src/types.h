@@ -276,7 +276,7 @@ typedef struct tess_heap_s {
                                      current slab (heap.c) */
   struct tess_heap_s *next_idle;  /* pool links: next is colder */
   struct tess_heap_s *prev_idle;
-  uint64_t idle_mark;            /* pool release count when last released or trimmed */
+  _Atomic(bool) pooled;          /* fixed: in the pool (heap.c, idle_collect) */
   struct tess_heap_s *next_made; /* every heap ever made (never freed) */
   _Atomic(uint64_t) holder;      /* who holds it, and how often taken (heap.c) */
   tess_heap_stats_t stats;

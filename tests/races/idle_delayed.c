@@ -1,0 +1,108 @@
+/* Deterministic reproducer, run by idle_delayed.sh (which builds the
+ * library with a test hook in tessi_heap_free_remote's NOTIFY branch,
+ * between taking a detached slab's NOTIFY and pushing the block onto the
+ * owner's delayed list).
+ *
+ * In an 8 MiB region three calls hold heaps at once: C, V and W. C ends
+ * first. V fills a slab of 1024-byte blocks (detached), a thread F frees
+ * one of them and stops at the hook, holding the NOTIFY it took; V frees
+ * the rest and ends (its slab becomes an orphan, counting F's block);
+ * then W ends, so that the pool holds W's heap (warmest), V's and C's
+ * (coldest). F pushes onto V's heap's delayed list now. Then 200 calls,
+ * one at a time, each allocate, free and end: the footprint must be back
+ * where it started once they are done, with no reclaim (nothing runs
+ * short). Before the fix only the coldest idle heap was ever trimmed
+ * again (it went back to the cold end), so V's heap, in the middle of
+ * the pool, kept the block and the orphan its page, for good. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+
+#include "tessalloc.h"
+
+extern void (*tessi_test_hook)(int);
+static sem_t at_hook, go_on, held[3], end[3], ended[3];
+static __thread int is_f;
+static void *blocks[5];
+static pthread_t f;
+
+static void hook(int where) {
+  static int seen;
+  if (where != 1 || !is_f || seen++) return;
+  sem_post(&at_hook);
+  sem_wait(&go_on);
+}
+
+static size_t footprint(void) {
+  struct tess_stats s;
+  return tess_stats_get(&s, sizeof s) == 0 ? (size_t)s.footprint : 0;
+}
+
+static void *freer(void *arg) {
+  is_f = 1;
+  tess_free(arg);
+  return NULL;
+}
+
+/* call 0: C, 1: V, 2: W */
+static void *call(void *arg) {
+  int who = (int)(size_t)arg;
+  void *p = tess_malloc(100); /* a heap of its own */
+  sem_post(&held[who]);
+  sem_wait(&end[who]);
+  tess_free(p);
+  if (who == 1) {
+    /* 1024-byte blocks, 4 to a one-page slab: the fifth detaches the
+     * first slab (full) and takes another */
+    for (int i = 0; i < 5; i++) blocks[i] = tess_malloc(1024);
+    pthread_create(&f, NULL, freer, blocks[0]);
+    sem_wait(&at_hook); /* F holds the first slab's NOTIFY */
+    for (int i = 1; i < 5; i++) tess_free(blocks[i]);
+  }
+  tess_thread_cleanup();
+  sem_post(&ended[who]);
+  return NULL;
+}
+
+int main(void) {
+  size_t size = (size_t)8 << 20;
+  char *map = mmap(NULL, size + 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED || tess_init_region(map + 13, map + 13 + size) != 0) return 2;
+  sem_init(&at_hook, 0, 0);
+  sem_init(&go_on, 0, 0);
+  for (int i = 0; i < 3; i++) {
+    sem_init(&held[i], 0, 0);
+    sem_init(&end[i], 0, 0);
+    sem_init(&ended[i], 0, 0);
+  }
+  tessi_test_hook = hook;
+  tess_free(tess_malloc(100));
+  tess_thread_cleanup();
+  size_t before = footprint();
+  pthread_t t[3];
+  for (int i = 0; i < 3; i++) {
+    pthread_create(&t[i], NULL, call, (void *)(size_t)i);
+    sem_wait(&held[i]);
+  }
+  for (int i = 0; i < 3; i++) { /* C, then V, then W end */
+    sem_post(&end[i]);
+    sem_wait(&ended[i]);
+  }
+  sem_post(&go_on); /* F pushes now, onto an idle heap in the pool's middle */
+  pthread_join(f, NULL);
+  for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 200; i++) {
+    tess_free(tess_malloc(64));
+    tess_thread_cleanup();
+  }
+  size_t after = footprint();
+  const char *err = tess_heap_check();
+  printf("%s: footprint %zu bytes before the calls, %zu after them (%+zd); heap check %s\n",
+         after == before && err == NULL ? "ok" : "FAIL", before, after,
+         (ssize_t)after - (ssize_t)before, err != NULL ? err : "ok");
+  return after == before && err == NULL ? 0 : 1;
+}
