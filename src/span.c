@@ -107,7 +107,26 @@ static inline uint16_t merge_flags(uint16_t a, uint16_t b) {
   return (uint16_t)((a & b) & TESS_SPAN_ZERO);
 }
 
-static inline uint32_t later(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0 ? a : b; }
+/* The time of a span merged of pieces a and b: the newer dirty piece's, by
+ * age at `now` (read under the lock: no piece is newer). A piece with no
+ * dirty pages adds no time (never freed, as a partition's untouched end,
+ * time 0, or decommitted since). The 32-bit clock passes 2^31 ms after
+ * 24.8 days, and a signed compare of the times took 0, or a piece freed 25
+ * days before, for the newer: the span looked due 24 days ahead, and so
+ * did its partition's next round (test_options clock-wrap). */
+static inline uint32_t merged_time(uint32_t now, uint32_t a, size_t a_dirty, uint32_t b,
+                                   size_t b_dirty) {
+  if (a_dirty == 0) return b_dirty != 0 ? b : a;
+  if (b_dirty == 0) return a;
+  return (uint32_t)(now - a) <= (uint32_t)(now - b) ? a : b;
+}
+
+/* Whether a purge set for `due` is due at `now`. No due time is set more
+ * than the delay ahead, so one that reads further ahead was set 2^31 ms
+ * ago or more (a process idle for 25 days) and is overdue. */
+static inline bool is_due(uint32_t now, uint32_t due) {
+  return (int32_t)(now - due) >= 0 || due - now > tessi_options.decommit_delay_ms;
+}
 
 /* The footprint: pages handed out of all partitions, plus the meta pages.
  * Each partition counts its own (used_pages, written under its lock and
@@ -335,9 +354,11 @@ static void schedule_purge(tess_partition_t *p, uint32_t due) {
 }
 
 /* Insert [head, head+pages) as free, merging with free neighbours; returns
- * the merged span's head. The caller has cleared head's descriptor. */
+ * the merged span's head. The caller has cleared head's descriptor; `now`
+ * is the clock read under the lock (merged_time). */
 static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size_t pages,
-                                    uint16_t flags, uint32_t freed_at, size_t dirty) {
+                                    uint16_t flags, uint32_t freed_at, size_t dirty,
+                                    uint32_t now) {
   if (head > first_page(p)) {
     tess_page_t *left = head - 1;
     uint8_t left_kind = kind_of(left);
@@ -348,8 +369,9 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
       bin_remove(p, left_head);
       size_t left_pages = left_head->u.span.pages;
       flags = merge_flags(flags, left_head->flags);
+      freed_at =
+          merged_time(now, freed_at, dirty, left_head->u.span.freed_at_ms, left_head->span_dirty);
       dirty += left_head->span_dirty;
-      freed_at = later(freed_at, left_head->u.span.freed_at_ms);
       if (left != left_head) clear_desc(left);
       head = left_head;
       pages += left_pages;
@@ -360,8 +382,8 @@ static tess_page_t *coalesce_insert(tess_partition_t *p, tess_page_t *head, size
     bin_remove(p, right);
     size_t right_pages = right->u.span.pages;
     flags = merge_flags(flags, right->flags);
+    freed_at = merged_time(now, freed_at, dirty, right->u.span.freed_at_ms, right->span_dirty);
     dirty += right->span_dirty;
-    freed_at = later(freed_at, right->u.span.freed_at_ms);
     clear_desc(right); /* its tail becomes ours and is rewritten below */
     pages += right_pages;
   }
@@ -409,7 +431,7 @@ static void deferred_drain_locked(tess_partition_t *p) {
     tess_page_t *next = head->next;
     size_t pages = head->u.span.pages;
     clear_desc(head);
-    coalesce_insert(p, head, pages, 0, 0, pages);
+    coalesce_insert(p, head, pages, 0, 0, pages, 0); /* (no clock in fixed regions) */
     p->free_pages += pages;
     drained += pages;
     head = next;
@@ -872,8 +894,10 @@ bool tessi_span_grow(tess_partition_t *p, tess_page_t *head, size_t pages, size_
 }
 
 /* Decommit dirty spans of at least decommit_min bytes that have waited
- * decommit_delay_ms. The madvise calls run without the lock; the spans are
- * parked as BUSY meanwhile so nobody allocates or merges them. */
+ * decommit_delay_ms by `now`, read under the lock (so no span is newer,
+ * and its age is exact up to 2^32 ms). The madvise calls run without the
+ * lock; the spans are parked as BUSY meanwhile so nobody allocates or
+ * merges them. */
 static void purge_locked(tess_partition_t *p, uint32_t now) {
   /* none starts while fork() takes the locks: its spans would be BUSY in
    * the child for good (tessi_span_fork_prepare); still due, retried later */
@@ -890,8 +914,10 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
     for (tess_page_t *d = p->bins[b], *after; d != NULL; d = after) {
       after = d->next;
       if (d->span_dirty < min_pages) continue;
+      /* by age: a signed compare of now and the due time took a span
+       * idle for 25 days for one due 24 days ahead */
       uint32_t due = d->u.span.freed_at_ms + delay;
-      if ((int32_t)(now - due) >= 0) {
+      if (now - d->u.span.freed_at_ms >= delay) {
         bin_remove(p, d);
         d->kind = TESS_PAGE_BUSY;
         d->next = busy;
@@ -919,6 +945,7 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
   }
   tessi_lock(&p->lock);
   p->purging--;
+  now = tessi_plat_now_ms(); /* for merged_time: spans freed meanwhile are newer */
   for (tess_page_t *d = busy, *after; d != NULL; d = after) {
     after = d->next;
     size_t pages = d->u.span.pages;
@@ -926,7 +953,7 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
     uint16_t flags = d->flags;
     if (pages > 1) clear_desc(d + pages - 1);
     clear_desc(d);
-    coalesce_insert(p, d, pages, flags, freed_at, 0);
+    coalesce_insert(p, d, pages, flags, freed_at, 0, now);
   }
 }
 
@@ -934,7 +961,7 @@ static void purge_locked(tess_partition_t *p, uint32_t now) {
 static footprint_change_t span_free_locked(tess_partition_t *p, tess_page_t *head, size_t pages) {
   uint32_t now = p->region->is_fixed ? 0 : tessi_plat_now_ms();
   clear_desc(head);
-  tess_page_t *merged = coalesce_insert(p, head, pages, 0, now, pages);
+  tess_page_t *merged = coalesce_insert(p, head, pages, 0, now, pages, now);
   p->free_pages += pages;
   footprint_change_t change = partition_count(p);
   if (!p->region->is_fixed) {
@@ -942,7 +969,7 @@ static footprint_change_t span_free_locked(tess_partition_t *p, tess_page_t *hea
     if (p->next_purge_ms == 0 && dirty_bytes >= tessi_options.decommit_min) {
       schedule_purge(p, now + tessi_options.decommit_delay_ms);
     }
-    if (p->next_purge_ms != 0 && (int32_t)(now - p->next_purge_ms) >= 0) {
+    if (p->next_purge_ms != 0 && is_due(now, p->next_purge_ms)) {
       purge_locked(p, now);
     }
   }
@@ -990,8 +1017,7 @@ void tessi_span_free_across(tess_partition_t *p, tess_page_t *head, size_t pages
 }
 
 void tessi_purge_scheduled(uint32_t due) {
-  uint32_t now = tessi_plat_now_ms();
-  if ((int32_t)(now - due) < 0) return;
+  if (!is_due(tessi_plat_now_ms(), due)) return;
   /* whoever clears it does the round; partitions reschedule what is left */
   if (!atomic_compare_exchange_strong_explicit(&tessi_purge_due_ms, &due, 0, memory_order_relaxed,
                                                memory_order_relaxed)) {
@@ -1002,7 +1028,8 @@ void tessi_purge_scheduled(uint32_t due) {
       tess_partition_t *p = &r->partitions[i];
       tessi_lock(&p->lock);
       if (p->next_purge_ms != 0) {
-        if ((int32_t)(now - p->next_purge_ms) >= 0)
+        uint32_t now = tessi_plat_now_ms(); /* under the lock: purge_locked */
+        if (is_due(now, p->next_purge_ms))
           purge_locked(p, now);
         else
           schedule_purge(p, p->next_purge_ms);

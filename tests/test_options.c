@@ -60,6 +60,14 @@
  *                    check (a fork while a decommit round had the
  *                    partition unlocked for its madvise calls left the
  *                    round's spans parked for good in 190-220 of them)
+ *   clock-wrap       the allocator's clock (this program's clock_gettime)
+ *                    1 min past 2^31 ms: an 8 MiB block freed next to its
+ *                    partition's untouched end is decommitted
+ *   clock-old-neighbour  TESS_DECOMMIT_MIN=1M: an 8 MiB block freed 25 days
+ *                    after its 160 KiB neighbour is decommitted
+ *   clock-idle       a slow path 25 days after an 8 MiB free decommits it
+ *                    (each of the three stayed: the times were compared by
+ *                    sign, and the span looked due 24 days ahead)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -71,6 +79,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -479,6 +488,104 @@ static void decommit_count(void) {
         (unsigned long long)given >> 10);
 }
 
+/* The clock tessalloc reads: this program's clock_gettime takes the place
+ * of libc's for the statically linked allocator (as test_oscalls' mmap
+ * does), shifted by clock_shift_ms (0 but in clock-wrap). */
+static uint64_t clock_shift_ms;
+
+int clock_gettime(clockid_t id, struct timespec *ts) {
+  if (syscall(SYS_clock_gettime, id, ts) != 0) return -1;
+  if (clock_shift_ms != 0) {
+    uint64_t ns = (uint64_t)ts->tv_nsec + (clock_shift_ms % 1000) * 1000000u;
+    ts->tv_sec += (time_t)(clock_shift_ms / 1000 + ns / 1000000000u);
+    ts->tv_nsec = (long)(ns % 1000000000u);
+  }
+  return 0;
+}
+
+/* tessalloc's clock is 32-bit milliseconds, which pass 2^31 after 24.8
+ * days of uptime (and again every 49.7 days). There, a freed block that
+ * merged with its partition's untouched end (never freed: time 0) took
+ * the later time "0" (a signed compare across half the range): due at 0
+ * + delay, which looked 24 days ahead, and neither it nor anything after
+ * it in that partition was decommitted until the clock went round. */
+/* tessalloc's clock (32-bit milliseconds) set to read `at` now. */
+static void clock_set(uint32_t at) {
+  struct timespec ts;
+  REQUIRE(syscall(SYS_clock_gettime, CLOCK_MONOTONIC_COARSE, &ts) == 0, "clock_gettime");
+  uint32_t real = (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+  clock_shift_ms = (uint32_t)(at - real);
+}
+
+#define DAY_MS (24u * 3600u * 1000u)
+
+static void clock_wrap(void) {
+  clock_set(((uint32_t)1 << 31) + 60000u); /* 1 min past 2^31 */
+  void *p = touched(8 * MiB); /* the first block of a partition */
+  size_t before = rss_bytes();
+  tess_free(p);
+  sleep_ms(50);
+  tess_free(tess_malloc(200 * 1024)); /* a slow path: a purge due is done */
+  size_t after = rss_bytes();
+  printf("clock-wrap: clock 1 min past 2^31 ms, RSS %zu -> %zu KiB\n", before >> 10, after >> 10);
+  CHECK(fell(before, after) >= (long)(7 * MiB), "freed 8 MiB, RSS fell by only %ld KiB",
+        fell(before, after) / 1024);
+  CHECK_HEAP("after the wrapped clock");
+}
+
+/* A free span too small to decommit (below TESS_DECOMMIT_MIN, and longer
+ * than a heap keeps) freed 25 days before its 8 MiB neighbour: the merged
+ * span is as new as the neighbour. The later of the two times was taken
+ * by a signed compare, which past 2^31 ms (24.8 days) picked the old one:
+ * the span looked due 24 days ahead, and with the partition's next round
+ * set there, nothing in it was decommitted meanwhile. */
+static void clock_old_neighbour(void) {
+  clock_set(60000u);
+  char *guard = touched(160 << 10);
+  char *small = touched(160 << 10);
+  char *big = touched(8 * MiB);
+  char *after = touched(160 << 10);
+  REQUIRE(small == guard + (160 << 10) && big == small + (160 << 10) && after == big + 8 * MiB,
+          "blocks not adjacent: %p %p %p %p", (void *)guard, (void *)small, (void *)big,
+          (void *)after);
+  tess_free(small); /* dirty, below the minimum: stays */
+  clock_set(60000u + 25 * DAY_MS);
+  size_t before = rss_bytes();
+  tess_free(big);
+  sleep_ms(50);
+  tess_free(tess_malloc(200 * 1024)); /* a slow path: a purge due is done */
+  size_t after_free = rss_bytes();
+  printf("clock-old-neighbour: a neighbour freed 25 days before, RSS %zu -> %zu KiB\n",
+         before >> 10, after_free >> 10);
+  CHECK(fell(before, after_free) >= (long)(7 * MiB), "freed 8 MiB, RSS fell by only %ld KiB",
+        fell(before, after_free) / 1024);
+  tess_free(guard);
+  tess_free(after);
+  CHECK_HEAP("after the old neighbour");
+}
+
+/* A process idle for 25 days after a free (the decommit waits for its
+ * next slow path): the span is overdue, not due 24 days ahead (a signed
+ * compare of the times, past 2^31 ms, said it was not due). */
+static void clock_idle(void) {
+  clock_set(60000u);
+  char *guard = touched(160 << 10);
+  char *big = touched(8 * MiB);
+  char *after = touched(160 << 10);
+  size_t before = rss_bytes();
+  tess_free(big); /* due in 300 ms */
+  clock_set(60000u + 25 * DAY_MS);
+  tess_free(tess_malloc(200 * 1024)); /* a slow path: a purge due is done */
+  size_t after_idle = rss_bytes();
+  printf("clock-idle: a slow path 25 days after the free, RSS %zu -> %zu KiB\n", before >> 10,
+         after_idle >> 10);
+  CHECK(fell(before, after_idle) >= (long)(7 * MiB), "freed 8 MiB, RSS fell by only %ld KiB",
+        fell(before, after_idle) / 1024);
+  tess_free(guard);
+  tess_free(after);
+  CHECK_HEAP("after the idle days");
+}
+
 /* ---------------------------------------------------------------- driver */
 
 typedef struct scenario_s {
@@ -534,6 +641,12 @@ static const scenario_t scenarios[] = {
      {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=64K"},
      {0}},
     {"fork-decommit", fork_decommit, {"TESS_DECOMMIT_DELAY_MS=0"}, {0}},
+    {"clock-wrap", clock_wrap, {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=64K"}, {0}},
+    {"clock-old-neighbour",
+     clock_old_neighbour,
+     {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=1M"},
+     {0}},
+    {"clock-idle", clock_idle, {"TESS_DECOMMIT_DELAY_MS=300", "TESS_DECOMMIT_MIN=64K"}, {0}},
 };
 
 /* Runs one scenario in a child with its environment; true if it passed. */
