@@ -44,6 +44,9 @@ typedef struct totals_s {
   uint64_t requested_in, requested_out;
   uint64_t trips[4]; /* span_trips .. span_widenings, in struct order */
   uint64_t heaps;
+  /* one heap's, for add_allocs */
+  uint64_t lent[TESS_CLASSES], base[TESS_CLASSES], counts[TESS_CLASSES], slots[TESS_CLASSES];
+  uint8_t lender[TESS_CLASSES];
 } totals_t;
 
 /* A read adds up in two passes: first what counts slabs and bytes in,
@@ -78,25 +81,41 @@ static void pass_out(totals_t *t, const tess_heap_stats_t *s) {
   t->requested_out += load(&s->requested_out);
 }
 
-static void add_allocs(totals_t *t, const tess_heap_stats_t *s) {
+/* One heap's allocations by class, what its borrowing classes counted so
+ * far moved to their lenders' (types.h). Its thread moves counts from a
+ * borrower's class (lent) to its lender's as a borrowing ends, and an
+ * ongoing borrowing's count is the borrower's fast-path count less its
+ * base: so lent and the bases are read first, the counts after them, once
+ * (the borrowing's share came from a second read of the counts, and a
+ * class whose count moved on between counted below zero: 2^64 - 1). A
+ * borrowing that ends or begins as this reads may still leave a class a
+ * few blocks off, never below zero. */
+static void add_allocs(totals_t *t, const tess_heap_stats_t *s, const tess_heap_t *h) {
+  uint64_t *lent = t->lent, *base = t->base, *counts = t->counts;
+  for (unsigned c = 0; c < TESS_CLASSES; c++) {
+    lent[c] = __atomic_load_n(&s->lent[c], __ATOMIC_ACQUIRE);
+    t->lender[c] = h != NULL ? __atomic_load_n(&h->borrow[c], __ATOMIC_ACQUIRE) : 0;
+    base[c] = h != NULL ? __atomic_load_n(&h->borrow_base[c], __ATOMIC_ACQUIRE) : 0;
+    counts[c] = load(&s->allocs[c]);
+  }
   for (unsigned slot = 0; slot < TESS_DIRECT_SLOTS; slot++) {
-    t->allocs[tessi_class_of(slot * 16u)] += load(&s->slot_allocs[slot]);
+    t->slots[tessi_class_of(slot * 16u)] = 0;
+  }
+  for (unsigned slot = 0; slot < TESS_DIRECT_SLOTS; slot++) {
+    t->slots[tessi_class_of(slot * 16u)] += load(&s->slot_allocs[slot]);
   }
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
-    t->allocs[c] += load(&s->allocs[c]) - load(&s->lent[c]);
-  }
-}
-
-/* What h's borrowing classes counted so far in their own class, moved to
- * their lenders' (types.h; a borrowing that ends meanwhile may make the
- * figures a few blocks off, as any read while threads run). */
-static void add_borrowing(totals_t *t, const tess_heap_t *h) {
-  for (unsigned c = 0; c < TESS_CLASSES; c++) {
-    unsigned lender = __atomic_load_n(&h->borrow[c], __ATOMIC_RELAXED);
-    if (lender == 0) continue;
-    uint64_t moved = tessi_fast_allocs(&h->stats, c) - load(&h->borrow_base[c]);
-    t->allocs[c] -= moved;
-    t->allocs[lender - 1] += moved;
+    /* what its fast path counts: tessi_fast_allocs */
+    uint64_t fast = tessi_classes[c].slot_count != 0 ? t->slots[c] : counts[c];
+    uint64_t own = counts[c] + (tessi_classes[c].slot_count != 0 ? t->slots[c] : 0);
+    own = difference(own, lent[c]);
+    unsigned lender = t->lender[c];
+    if (lender != 0) {
+      uint64_t moved = TESS_MIN(difference(fast, base[c]), own);
+      own -= moved;
+      t->allocs[lender - 1] += moved;
+    }
+    t->allocs[c] += own;
   }
 }
 
@@ -118,12 +137,11 @@ static void merge_counters_locked(struct tess_stats *s) {
   if (s == NULL) s = &scratch;
   memset(&t, 0, sizeof t);
   pass_in(&t, &tessi_stats_shared);
-  add_allocs(&t, &tessi_stats_shared);
+  add_allocs(&t, &tessi_stats_shared, NULL);
   for (tess_heap_t *h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire); h != NULL;
        h = h->next_made) {
     pass_in(&t, &h->stats);
-    add_allocs(&t, &h->stats);
-    add_borrowing(&t, h);
+    add_allocs(&t, &h->stats, h);
     t.heaps += !h->is_shared; /* no thread's */
   }
   /* every out after every in (above); the list read again: a heap made
