@@ -344,13 +344,21 @@ void tessi_slab_census(tess_slab_census_t *census, bool lock) {
         }
       } else if (kind == TESS_PAGE_FREE || kind == TESS_PAGE_LARGE || kind == TESS_PAGE_META ||
                  kind == TESS_PAGE_BUSY) {
-        pages = TESS_MAX((size_t)1, (size_t)RACY_LOAD(d->u.span.pages));
-        if (kind == TESS_PAGE_LARGE && (RACY_LOAD(d->flags) & TESS_LARGE_CACHED)) {
-          census->kept_bytes += pages << TESS_PAGE_SHIFT;
+        /* without `lock`, a head that became a slab's since its kind was
+         * read holds the slab's div_magic where the length was: billions
+         * of pages, counted as live large bytes that the peak kept
+         * (races/census_torn.sh). A length past the region is such a
+         * head's: it counts nothing. */
+        size_t length = RACY_LOAD(d->u.span.pages);
+        if (length == 0 || length > end - i) {
+          length = 1;
+        } else if (kind == TESS_PAGE_LARGE && (RACY_LOAD(d->flags) & TESS_LARGE_CACHED)) {
+          census->kept_bytes += length << TESS_PAGE_SHIFT;
         } else if (kind == TESS_PAGE_LARGE) {
           census->large_blocks++;
-          census->large_bytes += pages << TESS_PAGE_SHIFT;
+          census->large_bytes += length << TESS_PAGE_SHIFT;
         }
+        pages = length;
       }
       i += pages;
     }

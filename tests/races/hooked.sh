@@ -3,9 +3,11 @@
 # directory (removed at exit) holding the library's sources (the working
 # tree's, or git revision REV's when REV is not empty); hook_around TEXT
 # BEFORE [AFTER] puts calls of tessi_test_hook(BEFORE) before the one line
-# of heap.c holding TEXT (and of tessi_test_hook(AFTER) after it), where
-# the race needs a pause; hooked_run PROGRAM.c builds the library with
-# the hook's pointer defined and runs PROGRAM.c linked against it.
+# of heap.c (of src/$HOOK_FILE when set) holding TEXT (and of
+# tessi_test_hook(AFTER) after it), where the race needs a pause (each an
+# int expression of the code there); hooked_run PROGRAM.c builds the
+# library with the hook's pointer defined and runs PROGRAM.c linked
+# against it.
 hooked_build() {
   scratch=$(mktemp -d)
   trap 'rm -rf "$scratch"' EXIT
@@ -17,16 +19,20 @@ hooked_build() {
 }
 
 hook_around() {
-  python3 - "$scratch/src/heap.c" "$1" "$2" "${3:-0}" <<'PY'
+  python3 - "$scratch/src/${HOOK_FILE:-heap.c}" "$1" "$2" "${3:-0}" <<'PY'
 import sys
-path, needle, before, after = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+path, needle, before, after = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 text = open(path).read()
 lines = [line for line in text.splitlines(True) if needle in line]
-assert len(lines) == 1, f"{needle!r} is on {len(lines)} lines of heap.c"
+assert len(lines) == 1, f"{needle!r} is on {len(lines)} lines of {path}"
 line = lines[0]
 indent = line[:len(line) - len(line.lstrip())]
 call = indent + "if (tessi_test_hook) tessi_test_hook({});\n"
-text = text.replace(line, call.format(before) + line + (call.format(after) if after else ""))
+after = call.format(after) if after != "0" else ""
+text = text.replace(line, call.format(before) + line + after)
+if not path.endswith("heap.c") and "extern void (*tessi_test_hook)(int);" not in text:
+    text = text.replace('#include "internal.h"\n',
+                        '#include "internal.h"\nextern void (*tessi_test_hook)(int);\n', 1)
 open(path, "w").write(text)
 PY
 }
