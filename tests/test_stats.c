@@ -209,34 +209,50 @@ static void *huge_late_frees(void *arg) {
   return arg;
 }
 
-static void test_huge_late_frees(void) {
+/* Starts LATE_THREADS threads running `churn`, reads the statistics for
+ * 1 s, stops them; returns how many reads found figure() above `most`
+ * (the largest such in *worst) and the number of reads in *reads. */
+static long reads_above(void *(*churn)(void *), uint64_t (*figure)(const struct tess_stats *),
+                        uint64_t most, long *reads, uint64_t *worst) {
   pthread_t threads[LATE_THREADS];
   atomic_store(&late_stop, 0);
-  struct tess_stats s;
-  snap(&s);
-  uint64_t base_live = s.huge.live, base_bytes = s.huge.live_bytes;
   for (int i = 0; i < LATE_THREADS; i++) {
-    REQUIRE(pthread_create(&threads[i], NULL, huge_late_frees, NULL) == 0, "pthread_create");
+    REQUIRE(pthread_create(&threads[i], NULL, churn, NULL) == 0, "pthread_create");
   }
-  long reads = 0, above = 0;
-  uint64_t worst = 0;
+  long above = 0;
+  *reads = 0;
+  *worst = 0;
+  struct tess_stats s;
   struct timespec now, end;
   clock_gettime(CLOCK_MONOTONIC, &end);
   end.tv_sec += 1;
   do {
     snap(&s);
-    reads++;
-    if (s.huge.live > base_live + LATE_THREADS ||
-        s.huge.live_bytes > base_bytes + LATE_THREADS * ((uint64_t)16 << 20)) {
+    ++*reads;
+    uint64_t value = figure(&s);
+    if (value > most) {
       above++;
-      if (s.huge.live_bytes > worst) worst = s.huge.live_bytes;
+      if (value > *worst) *worst = value;
     }
     clock_gettime(CLOCK_MONOTONIC, &now);
   } while (now.tv_sec < end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
   atomic_store(&late_stop, 1);
   for (int i = 0; i < LATE_THREADS; i++) pthread_join(threads[i], NULL);
-  CHECK(above == 0, "%ld of %ld reads counted more huge blocks live than %d threads hold "
-        "(%llu bytes)", above, reads, LATE_THREADS, (unsigned long long)worst);
+  return above;
+}
+
+static uint64_t huge_live_bytes(const struct tess_stats *s) { return s->huge.live_bytes; }
+
+static void test_huge_late_frees(void) {
+  struct tess_stats s;
+  snap(&s);
+  uint64_t base_live = s.huge.live;
+  uint64_t most = s.huge.live_bytes + LATE_THREADS * ((uint64_t)16 << 20);
+  long reads;
+  uint64_t worst;
+  long above = reads_above(huge_late_frees, huge_live_bytes, most, &reads, &worst);
+  CHECK(above == 0, "%ld of %ld reads counted more huge bytes live than %d threads hold (%llu)",
+        above, reads, LATE_THREADS, (unsigned long long)worst);
   snap(&s);
   CHECK(s.huge.live == base_live && s.huge.frees == s.huge.allocs - s.huge.live,
         "huge blocks live after the threads: %llu", (unsigned long long)s.huge.live);
@@ -465,31 +481,15 @@ static void *requested_late_frees(void *arg) {
   return arg;
 }
 
+static uint64_t requested_live(const struct tess_stats *s) { return s->requested_live_bytes; }
+
 static void test_requested_late_frees(void) {
-  pthread_t threads[LATE_THREADS];
-  atomic_store(&late_stop, 0);
   struct tess_stats s;
   snap(&s);
   uint64_t most = s.requested_live_bytes + LATE_THREADS * 256 * 1000;
-  for (int i = 0; i < LATE_THREADS; i++) {
-    REQUIRE(pthread_create(&threads[i], NULL, requested_late_frees, NULL) == 0, "pthread_create");
-  }
-  long reads = 0, above = 0;
-  uint64_t worst = 0;
-  struct timespec now, end;
-  clock_gettime(CLOCK_MONOTONIC, &end);
-  end.tv_sec += 1;
-  do {
-    snap(&s);
-    reads++;
-    if (s.requested_live_bytes > most) {
-      above++;
-      if (s.requested_live_bytes > worst) worst = s.requested_live_bytes;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &now);
-  } while (now.tv_sec < end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
-  atomic_store(&late_stop, 1);
-  for (int i = 0; i < LATE_THREADS; i++) pthread_join(threads[i], NULL);
+  long reads;
+  uint64_t worst;
+  long above = reads_above(requested_late_frees, requested_live, most, &reads, &worst);
   CHECK(above == 0, "%ld of %ld reads counted more requested bytes live than %llu (%llu)", above,
         reads, (unsigned long long)most, (unsigned long long)worst);
 }
