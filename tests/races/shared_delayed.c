@@ -21,24 +21,11 @@
 #include <sys/mman.h>
 #include <sys/types.h>
 
+#include "notify_hold.h"
 #include "tessalloc.h"
 
-extern void (*tessi_test_hook)(int);
-static sem_t at_hook, go_on, holder_ready, holder_go;
-static __thread int is_f;
+static sem_t holder_ready, holder_go;
 static void *blocks[5];
-
-static void hook(int where) {
-  static int seen;
-  if (where != 1 || !is_f || seen++) return;
-  sem_post(&at_hook);
-  sem_wait(&go_on);
-}
-
-static size_t footprint(void) {
-  struct tess_stats s;
-  return tess_stats_get(&s, sizeof s) == 0 ? (size_t)s.footprint : 0;
-}
 
 static void *holder(void *arg) {
   (void)arg;
@@ -74,11 +61,9 @@ int main(void) {
   size_t size = (size_t)1 << 20;
   char *map = mmap(NULL, size + 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED || tess_init_region(map + 13, map + 13 + size) != 0) return 2;
-  sem_init(&at_hook, 0, 0);
-  sem_init(&go_on, 0, 0);
+  notify_hold_init();
   sem_init(&holder_ready, 0, 0);
   sem_init(&holder_go, 0, 0);
-  tessi_test_hook = hook;
   tess_free(tess_malloc(100));
   tess_thread_cleanup();
   size_t before = footprint();

@@ -1,0 +1,36 @@
+/* What the reproducers of a free held at tessi_heap_free_remote's NOTIFY
+ * hook (shared_delayed.c, idle_delayed.c) share: the hook, which stops
+ * the first free a thread marked `is_f` makes there until go_on is
+ * posted (at_hook tells that it is there), and the footprint. Call
+ * notify_hold_init() before any thread frees. */
+#ifndef NOTIFY_HOLD_H
+#define NOTIFY_HOLD_H
+
+#include <semaphore.h>
+#include <stddef.h>
+
+#include "tessalloc.h"
+
+extern void (*tessi_test_hook)(int);
+static sem_t at_hook, go_on;
+static __thread int is_f;
+
+static void notify_hold(int where) {
+  static int seen;
+  if (where != 1 || !is_f || seen++) return;
+  sem_post(&at_hook);
+  sem_wait(&go_on);
+}
+
+static void notify_hold_init(void) {
+  sem_init(&at_hook, 0, 0);
+  sem_init(&go_on, 0, 0);
+  tessi_test_hook = notify_hold;
+}
+
+static size_t footprint(void) {
+  struct tess_stats s;
+  return tess_stats_get(&s, sizeof s) == 0 ? (size_t)s.footprint : 0;
+}
+
+#endif
