@@ -19,7 +19,6 @@
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/types.h>
 
 #include "notify_hold.h"
@@ -56,10 +55,7 @@ static void *call(void *arg) {
 }
 
 int main(void) {
-  size_t size = (size_t)8 << 20;
-  char *map = mmap(NULL, size + 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED || tess_init_region(map + 13, map + 13 + size) != 0) return 2;
-  notify_hold_init();
+  if (notify_hold_init((size_t)8 << 20) != 0) return 2;
   for (int i = 0; i < 3; i++) {
     sem_init(&held[i], 0, 0);
     sem_init(&end[i], 0, 0);

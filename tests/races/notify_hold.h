@@ -1,13 +1,14 @@
 /* What the reproducers of a free held at tessi_heap_free_remote's NOTIFY
  * hook (shared_delayed.c, idle_delayed.c) share: the hook, which stops
  * the first free a thread marked `is_f` makes there until go_on is
- * posted (at_hook tells that it is there), and the footprint. Call
- * notify_hold_init() before any thread frees. */
+ * posted (at_hook tells that it is there), the region and the
+ * footprint. notify_hold_init() comes first. */
 #ifndef NOTIFY_HOLD_H
 #define NOTIFY_HOLD_H
 
 #include <semaphore.h>
 #include <stddef.h>
+#include <sys/mman.h>
 
 #include "tessalloc.h"
 
@@ -22,10 +23,15 @@ static void notify_hold(int where) {
   sem_wait(&go_on);
 }
 
-static void notify_hold_init(void) {
+/* A fixed region of `size` bytes, its ends unaligned, and the hook;
+ * nonzero when either cannot be had. */
+static int notify_hold_init(size_t size) {
+  char *map = mmap(NULL, size + 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED || tess_init_region(map + 13, map + 13 + size) != 0) return -1;
   sem_init(&at_hook, 0, 0);
   sem_init(&go_on, 0, 0);
   tessi_test_hook = notify_hold;
+  return 0;
 }
 
 static size_t footprint(void) {

@@ -18,7 +18,6 @@
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/types.h>
 
 #include "notify_hold.h"
@@ -58,10 +57,7 @@ static void *capped_call(void *arg) {
 }
 
 int main(void) {
-  size_t size = (size_t)1 << 20;
-  char *map = mmap(NULL, size + 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED || tess_init_region(map + 13, map + 13 + size) != 0) return 2;
-  notify_hold_init();
+  if (notify_hold_init((size_t)1 << 20) != 0) return 2;
   sem_init(&holder_ready, 0, 0);
   sem_init(&holder_go, 0, 0);
   tess_free(tess_malloc(100));
