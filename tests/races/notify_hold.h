@@ -8,6 +8,8 @@
 
 #include <semaphore.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
 #include <sys/mman.h>
 
 #include "tessalloc.h"
@@ -37,6 +39,17 @@ static int notify_hold_init(size_t size) {
 static size_t footprint(void) {
   struct tess_stats s;
   return tess_stats_get(&s, sizeof s) == 0 ? (size_t)s.footprint : 0;
+}
+
+/* The verdict: the footprint back at `before`, and the heap checks out;
+ * printed, and the exit status. */
+static int notify_hold_verdict(size_t before) {
+  size_t after = footprint();
+  const char *err = tess_heap_check();
+  printf("%s: footprint %zu bytes before the calls, %zu after them (%+zd); heap check %s\n",
+         after == before && err == NULL ? "ok" : "FAIL", before, after,
+         (ssize_t)after - (ssize_t)before, err != NULL ? err : "ok");
+  return after == before && err == NULL ? 0 : 1;
 }
 
 #endif
