@@ -659,8 +659,9 @@ extern bool tessi_heaps_abandoned;
  * struct): the block is nobody's to keep. */
 tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool zero,
                                bool try_cache);
-/* A large block freed by a thread other than its owner: counted, and back
- * to its partition (large.c). */
+/* A large block freed by a thread other than its owner: claimed (BUSY;
+ * another free of it at once is reported), counted, and back to its
+ * partition (large.c). */
 void tessi_large_free_other(tess_page_t *d);
 /* Free a large block: its owner keeps it if its cache has room (inline:
  * four frees in five of OE's sample). */

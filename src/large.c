@@ -37,6 +37,19 @@ tess_page_t *tessi_large_alloc(tess_heap_t *h, size_t size, size_t align, bool z
 }
 
 void tessi_large_free_other(tess_page_t *d) {
+  /* claimed first: two threads freeing one block at once both found it
+   * LARGE in free(), and both gave its pages back, which were then handed
+   * out twice (a review). The loser finds the head BUSY (or free by now)
+   * and reports; free() rejects a BUSY head as it does a deferred one.
+   * The owner's free (its span cache, the common case) takes no atomic
+   * step: it still slips through when it meets a claim at the very same
+   * moment. */
+  uint8_t large = TESS_PAGE_LARGE;
+  if (!__atomic_compare_exchange_n(&d->kind, &large, (uint8_t)TESS_PAGE_BUSY, false,
+                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    tessi_report_invalid("free", (void *)tessi_page_addr(tessi_region_of_page(d), d),
+                         "freed twice at once");
+  }
   TESS_STAT_MINE(large_frees, 1);
   TESS_STAT_MINE(large_bytes_out, (size_t)d->u.span.pages << TESS_PAGE_SHIFT);
   tessi_pages_free(d, d->u.span.pages);

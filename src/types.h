@@ -80,7 +80,8 @@ enum tess_page_kind {
   TESS_PAGE_FREE = 3,      /* head of a free span */
   TESS_PAGE_FREE_TAIL = 4, /* last page of a free span of 2+ pages */
   TESS_PAGE_META = 5,      /* region header, descriptors, heap structs */
-  TESS_PAGE_BUSY = 6,      /* free span out of the bins: being purged, or deferred */
+  TESS_PAGE_BUSY = 6,      /* free span out of the bins: being purged, or deferred;
+                              a large block another thread is freeing (large.c) */
 };
 
 /* slab->state: blocks out (allocated, or freed remotely and not yet

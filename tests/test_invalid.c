@@ -144,6 +144,67 @@ static void *t_freed_by_another(void *stack_buf, size_t size, size_t offset) {
   return run_thread(free_first) != NULL ? g_other[0] : NULL;
 }
 
+/* A large block freed by two threads at once: both found its head a live
+ * large block, and both gave its pages back (handed out twice; a review).
+ * The first free here waits for its partition's lock, which a
+ * tess_heap_visit callback holds (the walk locks every partition of the
+ * region) until the bad call, the second free, has been made: by the
+ * block's owner (offset 0: its span cache, no lock), or by another thread
+ * (offset 1: the block was made in a thread gone since). */
+static void *g_large;
+static pthread_mutex_t g_hold_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_hold_cond = PTHREAD_COND_INITIALIZER;
+static int g_holding;
+
+static int hold_at_large(void *ptr, size_t size, void *arg) {
+  (void)size;
+  (void)arg;
+  if (ptr != g_large) return 0;
+  pthread_mutex_lock(&g_hold_mutex);
+  g_holding = 1;
+  pthread_cond_signal(&g_hold_cond);
+  pthread_mutex_unlock(&g_hold_mutex);
+  usleep(500 * 1000); /* the bad call comes meanwhile */
+  return 1;
+}
+
+static void *hold_partitions(void *arg) {
+  (void)arg;
+  tess_heap_visit(hold_at_large, NULL);
+  return NULL;
+}
+
+static void *free_large(void *arg) {
+  (void)arg;
+  tess_free(g_large);
+  return NULL;
+}
+
+static void *make_large(void *arg) {
+  (void)arg;
+  g_large = tess_malloc(g_other_size);
+  return NULL;
+}
+
+static void *t_large_freed_at_once(void *stack_buf, size_t size, size_t offset) {
+  g_other_size = size;
+  if (offset == 0) {
+    g_large = tess_malloc(size);
+  } else {
+    pthread_t t;
+    if (pthread_create(&t, NULL, make_large, NULL) != 0 || pthread_join(t, NULL) != 0) return NULL;
+  }
+  if (g_large == NULL) return NULL;
+  pthread_t holder, freer;
+  if (pthread_create(&holder, NULL, hold_partitions, NULL) != 0) return NULL;
+  pthread_mutex_lock(&g_hold_mutex);
+  while (!g_holding) pthread_cond_wait(&g_hold_cond, &g_hold_mutex);
+  pthread_mutex_unlock(&g_hold_mutex);
+  if (pthread_create(&freer, NULL, free_large, NULL) != 0) return NULL;
+  usleep(100 * 1000); /* the first free is under way, waiting for the lock */
+  return g_large;
+}
+
 static struct death_case cases[64];
 static int ncases;
 
@@ -183,6 +244,8 @@ static void build_cases(void) {
   add("free-emptied-slab-other-thread", OP_FREE, 48, 0, t_emptied_other);
   add("usable_size-emptied-slab-other-thread", OP_USABLE, 48, 0, t_emptied_other);
   add("double-free-small-by-other-threads", OP_FREE, 48, 0, t_freed_by_another);
+  add("double-free-large-at-once-owner-kept", OP_FREE, 100 << 10, 0, t_large_freed_at_once);
+  add("double-free-large-at-once-two-others", OP_FREE, 300 << 10, 1, t_large_freed_at_once);
   add("realloc-small-100+16", OP_REALLOC, 100, 16, t_interior);
   add("realloc-large-300KiB+4096", OP_REALLOC, 300 << 10, 4096, t_interior);
   add("usable_size-small-100+16", OP_USABLE, 100, 16, t_interior);
