@@ -74,9 +74,14 @@ void tessi_plat_yield(void) { sched_yield(); }
 
 /* A warning's write may fail (no standard error): its errno is not the
  * caller's, whose allocation succeeds (a malformed option made the first
- * malloc leave EBADF) */
+ * malloc leave EBADF). write() is a cancellation point, which a malloc
+ * must not be (POSIX): a thread with a cancellation request pending ended
+ * in the first malloc's report, holding the initialization's lock, and
+ * every later malloc spun on it (test_options cancel-warn). */
 void tessi_plat_write_error(const char *msg, size_t len) {
   int saved = errno;
+  int cancel;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
   while (len > 0) {
     ssize_t n = write(STDERR_FILENO, msg, len);
     if (n <= 0) {
@@ -86,6 +91,7 @@ void tessi_plat_write_error(const char *msg, size_t len) {
     msg += n;
     len -= (size_t)n;
   }
+  pthread_setcancelstate(cancel, &cancel);
   errno = saved;
 }
 

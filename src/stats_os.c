@@ -31,6 +31,24 @@ static pthread_mutex_t output_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tess_stats merged;
 static char report[16384];
 
+/* output_lock with cancellation off while it is held: open(), write()
+ * and stdio are cancellation points, and a thread cancelled there kept
+ * the lock for good (every later report waited, the one at exit too); in
+ * fixed mode a series line is written from malloc, which POSIX does not
+ * let act on a cancellation request (test_options cancel-series). The
+ * result is the state to give back to output_unlock. */
+static int output_lock_take(void) {
+  int cancel;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+  pthread_mutex_lock(&output_lock);
+  return cancel;
+}
+
+static void output_unlock(int cancel) {
+  pthread_mutex_unlock(&output_lock);
+  pthread_setcancelstate(cancel, &cancel);
+}
+
 static uint64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -170,16 +188,16 @@ static size_t format_locked(bool json, int64_t time_ms) {
 
 /* Writes the statistics to TESS_STATS_FILE or standard error. */
 static void emit_stats(bool json, int64_t time_ms) {
-  pthread_mutex_lock(&output_lock);
+  int cancel = output_lock_take();
   emit(report, format_locked(json, time_ms));
-  pthread_mutex_unlock(&output_lock);
+  output_unlock(cancel);
 }
 
 void tess_stats_print(FILE *out) {
   (void)tessi_ensure_init();
-  pthread_mutex_lock(&output_lock);
+  int cancel = output_lock_take();
   fwrite(report, 1, format_locked(false, -1), out != NULL ? out : stderr);
-  pthread_mutex_unlock(&output_lock);
+  output_unlock(cancel);
 }
 
 /* ------------------------------------------------------ exit and series */
@@ -243,9 +261,14 @@ void tessi_stats_series_tick(void) {
   /* the line is skipped while a report is being written: malloc_info and
    * tess_stats_print write theirs with stdio under output_lock, and stdio
    * may allocate, which brings this thread back here */
-  if (pthread_mutex_trylock(&output_lock) != 0) return;
+  int cancel;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+  if (pthread_mutex_trylock(&output_lock) != 0) {
+    pthread_setcancelstate(cancel, &cancel);
+    return;
+  }
   emit(report, format_locked(true, (int64_t)(now - start_ms)));
-  pthread_mutex_unlock(&output_lock);
+  output_unlock(cancel);
 }
 
 /* Runs when the library is loaded (or the program starts, when linked
@@ -341,7 +364,7 @@ __attribute__((visibility("default"))) void malloc_stats(void) {
 __attribute__((visibility("default"))) int malloc_info(int options, FILE *out) {
   if (options != 0 || out == NULL) return EINVAL;
   (void)tessi_ensure_init();
-  pthread_mutex_lock(&output_lock);
+  int cancel = output_lock_take();
   tessi_stats_merge(&merged);
   const struct tess_stats *s = &merged; /* under output_lock to the end */
   uint64_t free_blocks = 0, free_bytes = 0, from = 1;
@@ -380,7 +403,7 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *out) {
           (unsigned long long)s->huge.live, (unsigned long long)s->huge.live_bytes,
           (unsigned long long)(system + s->huge.live_bytes), (unsigned long long)s->peak_footprint,
           (unsigned long long)s->region_bytes, (unsigned long long)system);
-  pthread_mutex_unlock(&output_lock);
+  output_unlock(cancel);
   return 0;
 }
 

@@ -68,10 +68,21 @@
  *   clock-idle       a slow path 25 days after an 8 MiB free decommits it
  *                    (each of the three stayed: the times were compared by
  *                    sign, and the span looked due 24 days ahead)
+ *   cancel-warn      TESS_DECOMMIT_DELAY_MS=soon: a thread with a
+ *                    cancellation request pending makes the first malloc,
+ *                    which reports the value: the malloc returns and the
+ *                    next one works (the report's write() acted on the
+ *                    request, and the thread ended there with the
+ *                    initialization's lock held: every malloc then spun)
+ *   cancel-series    TESS_HEAP_SIZE=64M TESS_STATS_INTERVAL_MS=1: such a
+ *                    thread's slow paths write series lines and return;
+ *                    a report afterwards does not wait for good (the line's
+ *                    open() acted on the request with the output's lock held)
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -586,6 +597,69 @@ static void clock_idle(void) {
   CHECK_HEAP("after the idle days");
 }
 
+/* A thread whose cancellation request is pending when it allocates (it
+ * spins until then: no cancellation point). POSIX lets malloc act on none;
+ * the thread returns 1 if its calls returned. */
+static atomic_int cancel_go;
+static void (*cancelled_work)(void);
+
+static void *cancelled_thread(void *arg) {
+  (void)arg;
+  while (!atomic_load(&cancel_go)) {
+  }
+  cancelled_work();
+  return (void *)1;
+}
+
+static void run_cancelled(void (*work)(void)) {
+  cancelled_work = work;
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, cancelled_thread, NULL) == 0, "pthread_create");
+  REQUIRE(pthread_cancel(t) == 0, "pthread_cancel");
+  atomic_store(&cancel_go, 1);
+  void *result = NULL;
+  REQUIRE(pthread_join(t, &result) == 0, "pthread_join");
+  CHECK(result == (void *)1, "the thread's allocations %s",
+        result == PTHREAD_CANCELED ? "acted on its cancellation request" : "failed");
+}
+
+static void first_malloc(void) {
+  void *p = tess_malloc(100);
+  REQUIRE(p != NULL, "the first malloc");
+  tess_free(p);
+}
+
+static void cancel_warn(void) {
+  run_cancelled(first_malloc);
+  alarm(10); /* a lock the cancelled thread kept: a failure, not a hang */
+  void *p = tess_malloc(100);
+  CHECK(p != NULL, "malloc after the cancelled thread's");
+  tess_free(p);
+  alarm(0);
+  printf("cancel-warn: the first malloc returned, the next one too\n");
+}
+
+/* Slow paths (aligned: never a kept span) for 50 ms, so series lines */
+static void slow_paths(void) {
+  uint64_t end = now_ms() + 50;
+  while (now_ms() < end) {
+    void *p = tess_aligned_alloc(4096, 64 << 10);
+    REQUIRE(p != NULL, "aligned_alloc(4096, 64 KiB)");
+    tess_free(p);
+  }
+}
+
+static void cancel_series(void) {
+  run_cancelled(slow_paths);
+  FILE *null = fopen("/dev/null", "w");
+  REQUIRE(null != NULL, "/dev/null");
+  alarm(10); /* the output's lock kept: a failure, not a hang */
+  tess_stats_print(null);
+  alarm(0);
+  fclose(null);
+  printf("cancel-series: the slow paths returned, a report after them too\n");
+}
+
 /* ---------------------------------------------------------------- driver */
 
 typedef struct scenario_s {
@@ -647,6 +721,14 @@ static const scenario_t scenarios[] = {
      {"TESS_DECOMMIT_DELAY_MS=0", "TESS_DECOMMIT_MIN=1M"},
      {0}},
     {"clock-idle", clock_idle, {"TESS_DECOMMIT_DELAY_MS=300", "TESS_DECOMMIT_MIN=64K"}, {0}},
+    {"cancel-warn",
+     cancel_warn,
+     {"TESS_DECOMMIT_DELAY_MS=soon"},
+     {"tessalloc: TESS_DECOMMIT_DELAY_MS: ignored"}},
+    {"cancel-series",
+     cancel_series,
+     {"TESS_HEAP_SIZE=64M", "TESS_STATS_INTERVAL_MS=1", "TESS_STATS_FILE=/dev/null"},
+     {0}},
 };
 
 /* Runs one scenario in a child with its environment; true if it passed. */
