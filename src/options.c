@@ -91,6 +91,25 @@ static bool same(const char *a, const char *b) {
   return *a == *b;
 }
 
+/* TESS_STATS_FILE, copied: the environment's strings may be overwritten
+ * once read (setproctitle emulations, as in nginx and PostgreSQL, move
+ * them to the heap and write the title over them), and the reports opened
+ * what the old place held by then (test_options stats-file-kept) */
+static void set_stats_file(const char *file) {
+#if TESS_OE
+  (void)file; /* (no statistics output there) */
+#else
+  static char copy[4096];
+  size_t len = strlen(file);
+  if (len >= sizeof copy) {
+    tessi_warn("TESS_STATS_FILE", "ignored: a path of 4095 bytes at most is expected");
+    return;
+  }
+  memcpy(copy, file, len + 1);
+  tessi_options.stats_file = copy;
+#endif
+}
+
 void tessi_options_init(void) {
   size_t value = tessi_options.decommit_delay_ms;
   read_number("TESS_DECOMMIT_DELAY_MS", &value, 3600u * 1000u,
@@ -128,5 +147,5 @@ void tessi_options_init(void) {
               "ignored: expected milliseconds, 0 to 86400000");
   tessi_options.stats_interval_ms = (uint32_t)value;
   const char *file = tessi_plat_getenv("TESS_STATS_FILE");
-  if (file != NULL && file[0] != '\0') tessi_options.stats_file = file;
+  if (file != NULL && file[0] != '\0') set_stats_file(file);
 }

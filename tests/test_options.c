@@ -78,6 +78,11 @@
  *                    thread's slow paths write series lines and return;
  *                    a report afterwards does not wait for good (the line's
  *                    open() acted on the request with the output's lock held)
+ *   stats-file-kept  TESS_STATS_INTERVAL_MS=20 TESS_STATS_FILE=...: once
+ *                    the environment's strings are moved and overwritten, as
+ *                    setproctitle emulations (nginx, PostgreSQL) do, the
+ *                    series still goes to the file (the reports opened what
+ *                    the old place held: "", and wrote to standard error)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -375,10 +380,11 @@ static void allocate_for(int ms) {
   }
 }
 
-/* Lines of the series file written by process pid. */
-static int series_lines_of(pid_t pid) {
-  FILE *f = fopen(SERIES_FILE, "r");
-  REQUIRE(f != NULL, "open %s", SERIES_FILE);
+/* Lines of the series file `path` written by process pid (0: none). */
+static int series_lines_in(const char *path, pid_t pid) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL && errno == ENOENT) return 0;
+  REQUIRE(f != NULL, "open %s", path);
   char want[32], line[32768];
   snprintf(want, sizeof want, "\"pid\":%d,", (int)pid);
   int lines = 0;
@@ -396,7 +402,8 @@ static void series_fork(void) {
   if (child == 0) _exit(0);
   int status;
   REQUIRE(waitpid(child, &status, 0) == child && WIFEXITED(status), "the child");
-  int parent_lines = series_lines_of(getpid()), child_lines = series_lines_of(child);
+  int parent_lines = series_lines_in(SERIES_FILE, getpid()),
+      child_lines = series_lines_in(SERIES_FILE, child);
   printf("series-fork: %d lines from the parent, %d from the child\n", parent_lines,
          child_lines);
   CHECK(parent_lines >= 3 && child_lines >= 3, "series lines: parent %d, child %d",
@@ -660,6 +667,36 @@ static void cancel_series(void) {
   printf("cancel-series: the slow paths returned, a report after them too\n");
 }
 
+#define KEPT_FILE "test_options_kept.jsonl"
+
+/* What setproctitle emulations do: the environment's strings copied to the
+ * heap, environ pointed at the copies, and the strings' first place
+ * overwritten (with the title and zeros). */
+static void overwrite_environment(void) {
+  extern char **environ;
+  for (char **e = environ; *e != NULL; e++) {
+    char *copy = strdup(*e);
+    REQUIRE(copy != NULL, "strdup");
+    memset(*e, 0, strlen(*e));
+    *e = copy;
+  }
+}
+
+static void stats_file_kept(void) {
+  unlink(KEPT_FILE);
+  tess_free(tess_malloc(100)); /* the options are read, the sampler starts */
+  overwrite_environment();
+  CHECK(strcmp(getenv("TESS_STATS_FILE"), KEPT_FILE) == 0, "the moved environment");
+  sleep_ms(50);
+  unlink(KEPT_FILE); /* the lines before the overwrite */
+  allocate_for(200);
+  int lines = series_lines_in(KEPT_FILE, getpid());
+  printf("stats-file-kept: %d series lines in %s after the overwrite\n", lines, KEPT_FILE);
+  CHECK(lines >= 3, "%d series lines in %s after the environment was overwritten", lines,
+        KEPT_FILE);
+  unlink(KEPT_FILE);
+}
+
 /* ---------------------------------------------------------------- driver */
 
 typedef struct scenario_s {
@@ -728,6 +765,10 @@ static const scenario_t scenarios[] = {
     {"cancel-series",
      cancel_series,
      {"TESS_HEAP_SIZE=64M", "TESS_STATS_INTERVAL_MS=1", "TESS_STATS_FILE=/dev/null"},
+     {0}},
+    {"stats-file-kept",
+     stats_file_kept,
+     {"TESS_STATS_INTERVAL_MS=20", "TESS_STATS_FILE=" KEPT_FILE},
      {0}},
 };
 
