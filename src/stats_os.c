@@ -222,6 +222,7 @@ static void *sampler(void *arg) {
 }
 
 static void start_sampler(void) {
+  int saved = errno; /* a failed start's (EAGAIN) is not the malloc's caller's */
   pthread_t thread;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -230,6 +231,7 @@ static void start_sampler(void) {
     tessi_warn("TESS_STATS_INTERVAL_MS", "ignored: the sampler thread could not start");
   }
   pthread_attr_destroy(&attr);
+  errno = saved;
 }
 
 void tessi_stats_series_tick(void) {

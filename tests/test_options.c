@@ -78,22 +78,33 @@
  *                    thread's slow paths write series lines and return;
  *                    a report afterwards does not wait for good (the line's
  *                    open() acted on the request with the output's lock held)
+ *   cpus-errno       with every open() refused (seccomp, as where /sys and
+ *                    /proc are not mounted) the first malloc leaves errno as
+ *                    it was (the count of CPUs left ENOENT)
  *   stats-file-kept  TESS_STATS_INTERVAL_MS=20 TESS_STATS_FILE=...: once
  *                    the environment's strings are moved and overwritten, as
  *                    setproctitle emulations (nginx, PostgreSQL) do, the
  *                    series still goes to the file (the reports opened what
  *                    the old place held: "", and wrote to standard error)
+ *   sampler-errno    TESS_STATS_INTERVAL_MS=1000 with thread creation
+ *                    refused (seccomp): the first malloc, whose slow path
+ *                    cannot start the sampler, leaves errno as it was (it
+ *                    left EAGAIN)
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -667,6 +678,60 @@ static void cancel_series(void) {
   printf("cancel-series: the slow paths returned, a report after them too\n");
 }
 
+/* From here on, the system calls nrs[] fail with err (a seccomp filter of
+ * the native architecture's numbers); false where the kernel refuses it. */
+static bool deny_syscalls(const long *nrs, size_t count, int err) {
+  struct sock_filter prog[16];
+  unsigned n = 0;
+  REQUIRE(2 * count + 2 <= sizeof prog / sizeof prog[0], "too many calls");
+  prog[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                           offsetof(struct seccomp_data, nr));
+  for (size_t i = 0; i < count; i++) {
+    prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i], 0, 1);
+    prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+                                             SECCOMP_RET_ERRNO | ((uint32_t)err & 0xffff));
+  }
+  prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  struct sock_fprog fprog = {.len = (unsigned short)n, .filter = prog};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) == 0;
+}
+
+/* The first malloc with the calls refused succeeds and leaves errno. */
+static void first_malloc_errno(const char *name, const long *nrs, size_t count, int err) {
+  if (!deny_syscalls(nrs, count, err)) {
+    printf("%s: skipped, no seccomp filter: %s\n", name, strerror(errno));
+    return;
+  }
+  errno = EDOM;
+  void *p = tess_malloc(100);
+  int after = errno;
+  CHECK(p != NULL && after == EDOM, "%s: first malloc %p, errno %d (was %d)", name, p, after,
+        EDOM);
+  tess_free(p);
+  printf("%s: the first malloc left errno %d\n", name, after);
+}
+
+static void cpus_errno(void) {
+  static const long opens[] = {
+      SYS_openat,
+#ifdef SYS_open
+      SYS_open,
+#endif
+  };
+  first_malloc_errno("cpus-errno", opens, sizeof opens / sizeof opens[0], ENOENT);
+}
+
+static void sampler_errno(void) {
+  static const long clones[] = {
+      SYS_clone,
+#ifdef SYS_clone3
+      SYS_clone3,
+#endif
+  };
+  first_malloc_errno("sampler-errno", clones, sizeof clones / sizeof clones[0], EAGAIN);
+}
+
 #define KEPT_FILE "test_options_kept.jsonl"
 
 /* What setproctitle emulations do: the environment's strings copied to the
@@ -769,6 +834,11 @@ static const scenario_t scenarios[] = {
     {"stats-file-kept",
      stats_file_kept,
      {"TESS_STATS_INTERVAL_MS=20", "TESS_STATS_FILE=" KEPT_FILE},
+     {0}},
+    {"cpus-errno", cpus_errno, {0}, {0}},
+    {"sampler-errno",
+     sampler_errno,
+     {"TESS_STATS_INTERVAL_MS=1000", "TESS_STATS_FILE=/dev/null"},
      {0}},
 };
 
