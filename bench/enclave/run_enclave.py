@@ -60,7 +60,7 @@ except ImportError as _exc:
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tessbench.benchlib import (  # noqa: E402
     REPO_ROOT, BenchError, CommonMeta, Progress, child_env, command_line,
-    common_meta, fmt_ratio, header_lines, machine_info, make_log, median,
+    common_meta, header_lines, machine_info, make_log, median,
     names_list, parse_kv, run_measured, skipped_lines, verdict)
 
 log = make_log("run_enclave")
@@ -84,6 +84,7 @@ A_FOOTPRINT_VS_DLMALLOC = 2.0
 A_SPEEDUP_VS_DLMALLOC = 20.0  # on >= 8 cores
 B_FOOTPRINT_RATIO = 1.2
 B_FOOTPRINT_AIM = 1.15
+B_FOOTPRINT_LIMITS = (B_FOOTPRINT_RATIO, B_FOOTPRINT_AIM)  # a peak ratio is told against both
 B_ECALLS_VS_DLMALLOC = 2.5
 
 
@@ -512,10 +513,22 @@ def fmt_mib(v: float) -> str:
     return "n/a" if v < 0 else f"{v / MIB:.2f}"
 
 
-def fmt_judged(v: Optional[float]) -> str:
-    """A ratio judged against a target: three decimals, so that a value
-    just past it (1.203 against 1.2) does not print as the target itself."""
-    return "n/a" if v is None else f"{v:.3f}"
+def fmt_judged(v: Optional[float], *limits: float, digits: int = 3) -> str:
+    """A figure judged against limits (targets, or the figure it is
+    compared with): `digits` decimals, three for a ratio, so that a value
+    just past a target (1.203 against 1.2) does not print as the target
+    itself; more where those would still show it at a limit or on the
+    other side of one (1.2004 against 1.2 printed 1.200 beside a FAIL, and
+    0.9996 against 1 printed 1.00 in an interval told to lie below 1)."""
+    if v is None:
+        return "n/a"
+    for places in range(digits, 16):
+        text = f"{v:.{places}f}"
+        shown = float(text)
+        if all((shown < limit) == (v < limit) and (shown > limit) == (v > limit)
+               for limit in limits):
+            return text
+    return repr(v)  # reads back as v itself
 
 
 def plan_fill_runs(run_seconds: dict[tuple[str, int], list[float]],
@@ -927,12 +940,16 @@ def a_section(runs: list[ARun], overlap: list[ARun], names: list[str],
                           for a in names]
         if with_ratios:
             tess = med.get((TESSALLOC, n))
-            row += [fmt_ratio(med[(a, n)] / tess) + ("*" if (a, n) in with_nulls else "")
+            # two decimals, more where they would show a ratio at 1 or past it
+            # ("behind at" below counts the ratios under 1)
+            row += [fmt_judged(med[(a, n)] / tess, 1.0, digits=2)
+                    + ("*" if (a, n) in with_nulls else "")
                     if tess and (a, n) in med else "n/a" for a in ratio_cols]
         if with_interval:
             interval = ratio_interval(runs, "snmalloc", n)
             row.append("n/a" if interval is None
-                       else f"{fmt_ratio(interval[0])}–{fmt_ratio(interval[1])}")
+                       else f"{fmt_judged(interval[0], 1.0, digits=2)}–"
+                            f"{fmt_judged(interval[1], 1.0, digits=2)}")
         md.append("| " + " | ".join(row) + " |")
     md += ["", "(ratio > 1: tessalloc is faster; * : some of that allocator's runs at "
            "that count returned NULL, so they did less work."
@@ -1046,7 +1063,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
                   if (iv := ratio_interval(runs, "snmalloc", n)) is not None and iv[1] < 1]
         md.append("| no slower than snmalloc at every thread count | "
                   + ("n/a" if worst is None else
-                     f"worst tessalloc ÷ snmalloc {fmt_judged(worst[0])} at "
+                     f"worst tessalloc ÷ snmalloc {fmt_judged(worst[0], 1.0)} at "
                      f"{thread_ranges([worst[1]])}")
                   + (f" (no result of both at {thread_ranges(missing)})"
                      if missing else "")
@@ -1062,10 +1079,13 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
             False if any(v is not None and tess[1] >= v
                          for v in peers1.values())
             else None if None in peers1.values() else True)
-        shown = ", ".join(f"{a} n/a" if v is None else f"{a} {v:.1f} ms"
+        # one decimal, more where it would show two different times as equal
+        known = [v for v in peers1.values() if v is not None]
+        shown = ", ".join(f"{a} n/a" if v is None
+                          else f"{a} {fmt_judged(v, tess[1], digits=1)} ms"
                           for a, v in peers1.items())
         md.append(f"| 1 thread: faster than both peers | tessalloc "
-                  f"{tess[1]:.1f} ms vs {shown} | {verdict(ok)} |")
+                  f"{fmt_judged(tess[1], *known, digits=1)} ms vs {shown} | {verdict(ok)} |")
     top = max(threads)
     if top in tess and ("dlmalloc", top) in med:
         speed = med[("dlmalloc", top)] / tess[top]
@@ -1074,7 +1094,8 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         judged = (verdict(speed >= A_SPEEDUP_VS_DLMALLOC) if nproc >= 8
                   else "n/a")
         md.append(f"| {thread_ranges([top])}: >= {A_SPEEDUP_VS_DLMALLOC:.0f}x faster "
-                  f"than dlmalloc {cond} | {fmt_judged(speed)}x | {judged} |")
+                  f"than dlmalloc {cond} | {fmt_judged(speed, A_SPEEDUP_VS_DLMALLOC)}x | "
+                  f"{judged} |")
     # The speed of the calls all at once, the target's setting too, is
     # recorded (timings on fewer CPUs than calls are the scheduler's).
     at_once = {a: [r.elapsed_ms for r in overlap if r.allocator == a]
@@ -1092,7 +1113,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         ratio = once[TESSALLOC] / once["dlmalloc"]
         md.append(f"| {thread_ranges([top])}, every call at once: peak footprint <= "
                   f"{A_FOOTPRINT_VS_DLMALLOC:.0f}x dlmalloc's | "
-                  f"{fmt_judged(ratio)}x | "
+                  f"{fmt_judged(ratio, A_FOOTPRINT_VS_DLMALLOC)}x | "
                   f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
     fp = {a: [r.footprint_peak for r in runs
               if r.allocator == a and r.threads == top]
@@ -1104,7 +1125,7 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         md.append(f"| {thread_ranges([top])} as scheduled here: peak footprint <= "
                   f"{A_FOOTPRINT_VS_DLMALLOC:.0f}x dlmalloc's"
                   + (" (recorded; judged at once, above)" if judge_once
-                     else "") + f" | {fmt_judged(ratio)}x | "
+                     else "") + f" | {fmt_judged(ratio, A_FOOTPRINT_VS_DLMALLOC)}x | "
                   + ("n/a" if judge_once else verdict(ok)) + " |")
     touched = {a: [r.touched_bytes for r in (overlap if judge_once else runs)
                    if r.allocator == a and r.threads == top]
@@ -1114,7 +1135,8 @@ def a_targets(runs: list[ARun], overlap: list[ARun], threads: list[int],
         ratio = median(touched[TESSALLOC]) / median(touched["dlmalloc"])
         md.append(f"| {thread_ranges([top])}"
                   + (", every call at once" if judge_once else "")
-                  + f": the same for touched pages | {fmt_judged(ratio)}x | "
+                  + ": the same for touched pages | "
+                  f"{fmt_judged(ratio, A_FOOTPRINT_VS_DLMALLOC)}x | "
                   f"{verdict(ratio <= A_FOOTPRINT_VS_DLMALLOC)} |")
     mine = [r for r in runs + overlap if r.allocator == TESSALLOC]
     nulls = sum(max(r.nulls, 0) for r in mine)
@@ -1186,10 +1208,10 @@ def b_section(runs: list[BRun], names: list[str], hosts: list[str],
                     f"{calls_per_s(r):,.0f} | "
                     f"{fmt_mib(r.judged_live)} | "
                     f"{fmt_mib(r.judged_footprint)} | "
-                    f"{fmt_judged(r.footprint_ratio)} | "
+                    f"{fmt_judged(r.footprint_ratio, *B_FOOTPRINT_LIMITS)} | "
                     f"{fmt_judged(r.mean_footprint_ratio)} | "
                     f"{fmt_mib(r.peak_touched_bytes)} | "
-                    f"{fmt_judged(r.touched_ratio)} | {r.nulls:,} | "
+                    f"{fmt_judged(r.touched_ratio, B_FOOTPRINT_RATIO)} | {r.nulls:,} | "
                     + (f"{r.first_null_s:.2f}" if r.nulls > 0 else "")
                     + f" | {r.os_calls_after_init}{outside} | "
                     f"[png]({Path(r.series_csv).with_suffix('.png').name}) |")
@@ -1278,7 +1300,7 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
         rates = [of(r) for r in runs if r.allocator == name and r.host == host]
         return median(rates) if rates else None
 
-    def speed(host: str, peer: str) -> Optional[tuple[float, str]]:
+    def speed(host: str, peer: str, limit: float) -> Optional[tuple[float, str]]:
         """tessalloc's allocation calls/s ÷ peer's, the lower of all
         threads' and the workers' alone, and the ratios as words (None
         without both). Each host thread loops on its own for the run's
@@ -1286,7 +1308,8 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
         cost is mostly the ECALL's own (thread_init, thread_cleanup),
         differs between allocators: the calls of all threads alone can
         pass on the other threads' short calls while the workers' bursts
-        are slower. The workers' calls per CPU-second are shown, not
+        are slower. The two judged ratios print on their side of `limit`,
+        the target. The workers' calls per CPU-second are shown, not
         judged: where threads outnumber CPUs, they say what the calls
         cost apart from how the CPUs were shared."""
         ratios: list[Optional[float]] = []
@@ -1300,9 +1323,9 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
         if ratios[0] is None:
             return None
         judged = min(r for r in ratios[:2] if r is not None)
-        workers = "n/a" if ratios[1] is None else f"{fmt_judged(ratios[1])}x"
+        workers = "n/a" if ratios[1] is None else f"{fmt_judged(ratios[1], limit)}x"
         per_cpu = "" if ratios[4] is None else f", workers' calls per CPU-second {ratios[4]:.2f}x"
-        return judged, (f"{fmt_judged(ratios[0])}x, workers' calls {workers} "
+        return judged, (f"{fmt_judged(ratios[0], limit)}x, workers' calls {workers} "
                         f"(ECALLs/s {ratios[2]:.2f}x, "
                         f"worker ECALLs/s {ratios[3]:.2f}x{per_cpu})")
 
@@ -1324,14 +1347,14 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
         aim = (" (aim met)" if worst is not None and worst <= B_FOOTPRINT_AIM
                else "")
         md.append(f"| {host} | peak footprint <= {B_FOOTPRINT_RATIO} x peak "
-                  f"live (aim {B_FOOTPRINT_AIM}) | {fmt_judged(worst)} | "
+                  f"live (aim {B_FOOTPRINT_AIM}) | {fmt_judged(worst, *B_FOOTPRINT_LIMITS)} | "
                   f"{verdict(fits)}{aim} |")
         touched = [r.touched_ratio for r in mine
                    if r.touched_ratio is not None]
         worst_t = max(touched) if touched else None
         fits = None if worst_t is None else worst_t <= B_FOOTPRINT_RATIO
         md.append(f"| {host} | the same for touched pages of the region | "
-                  f"{fmt_judged(worst_t)} | {verdict(fits)} |")
+                  f"{fmt_judged(worst_t, B_FOOTPRINT_RATIO)} | {verdict(fits)} |")
         over_time = []
         for name in names:
             means = [r.mean_footprint_ratio for r in runs
@@ -1343,7 +1366,8 @@ def b_targets(runs: list[BRun], hosts: list[str]) -> list[str]:
             md.append(f"| {host} | footprint ÷ live over time (recorded, "
                       f"not a target; each allocator's own measure) | "
                       f"{', '.join(over_time)} | n/a |")
-        vs_dl, vs_sn = speed(host, "dlmalloc"), speed(host, "snmalloc")
+        vs_dl = speed(host, "dlmalloc", B_ECALLS_VS_DLMALLOC)
+        vs_sn = speed(host, "snmalloc", 1.0)
         calls = "allocation calls/s, all threads and workers alone,"
         if vs_dl is not None:
             md.append(f"| {host} | {calls} >= {B_ECALLS_VS_DLMALLOC} x "
@@ -1667,9 +1691,9 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
             w.writeheader()
             for br in b_runs:
                 row: dict[str, Any] = dataclasses.asdict(br)
-                row["footprint_ratio"] = fmt_judged(br.footprint_ratio)
+                row["footprint_ratio"] = fmt_judged(br.footprint_ratio, *B_FOOTPRINT_LIMITS)
                 row["mean_footprint_ratio"] = fmt_judged(br.mean_footprint_ratio)
-                row["touched_ratio"] = fmt_judged(br.touched_ratio)
+                row["touched_ratio"] = fmt_judged(br.touched_ratio, B_FOOTPRINT_RATIO)
                 w.writerow(row)
         if plots_ok:
             for host in args.hosts:
@@ -1732,14 +1756,14 @@ def run_staged(args: argparse.Namespace, plugins: list[Plugin], skipped: list[st
         for br in [x for x in b_runs if x.host == host]:
             fp = ("n/a" if br.footprint_ratio is None else
                   f"{fmt_mib(br.judged_footprint)} MiB "
-                  f"({fmt_judged(br.footprint_ratio)}x, over time "
+                  f"({fmt_judged(br.footprint_ratio, *B_FOOTPRINT_LIMITS)}x, over time "
                   f"{fmt_judged(br.mean_footprint_ratio)}x)")
             print(f"B {br.allocator:>10} {host:>10}: "
                   f"{br.ecalls_per_s:9,.0f} ECALLs/s, peak live "
                   f"{fmt_mib(br.judged_live)} MiB, footprint {fp}, "
                   f"touched "
                   f"{fmt_mib(br.peak_touched_bytes)} MiB "
-                  f"({fmt_judged(br.touched_ratio)}x), {br.nulls} NULL")
+                  f"({fmt_judged(br.touched_ratio, B_FOOTPRINT_RATIO)}x), {br.nulls} NULL")
     log(f"results in {out}/ (summary.md, meta.json, CSV and PNG files)")
     for f in findings:
         log(f"finding: {f}")

@@ -313,6 +313,83 @@ class TableTest(unittest.TestCase):
         self.assertIn("| 1.200 |", judged[0])
         self.assertIn(re_mod.verdict(True), judged[0])
 
+    def test_a_figure_at_a_limit_prints_on_its_side_of_it(self) -> None:
+        # three decimals showed 1.2004 as 1.200, the target itself, beside
+        # its FAIL; the same at the speed and footprint targets of A
+        self.assertEqual(re_mod.fmt_judged(1.2004, 1.2), "1.2004")
+        self.assertEqual(re_mod.fmt_judged(1.19999, 1.2), "1.19999")
+        self.assertEqual(re_mod.fmt_judged(1.2, 1.2), "1.200")
+        self.assertEqual(re_mod.fmt_judged(1.1504, 1.2, 1.15), "1.1504")
+        self.assertEqual(re_mod.fmt_judged(1.2034), "1.203")
+        self.assertEqual(re_mod.fmt_judged(None, 1.2), "n/a")
+        mib = 1 << 20
+        runs = [a_run("tessalloc", 1, 10.004), a_run("snmalloc", 1, 10.0),
+                a_run("dlmalloc", 1, 20.0),
+                a_run("tessalloc", 2, 1.0, footprint=20004 * mib // 10000),
+                a_run("dlmalloc", 2, 20.0, footprint=mib)]
+        rows = re_mod.a_targets(runs, [], [1, 2], nproc=2)
+        worst = [r for r in rows if "at every thread count" in r]
+        self.assertIn("worst tessalloc ÷ snmalloc 1.0004 at 1 thread", worst[0])
+        self.assertTrue(worst[0].endswith(f"| {re_mod.verdict(False)} |"), worst[0])
+        footprint = [r for r in rows if "peak footprint <=" in r]
+        self.assertIn("| 2.0004x | FAIL |", footprint[0])
+        rows = re_mod.a_targets([a_run("tessalloc", 1, 1.0), a_run("dlmalloc", 1, 19.9996)],
+                                [], [1], nproc=8)
+        speed = [r for r in rows if "faster than dlmalloc" in r]
+        self.assertIn("| 19.9996x | FAIL |", speed[0])
+
+    def test_one_thread_times_print_apart_where_they_differ(self) -> None:
+        # 5.71 ms against snmalloc's 5.74 printed 'tessalloc 5.7 ms vs ...
+        # snmalloc 5.7 ms' beside PASS ('faster than both')
+        runs = [a_run("tessalloc", 1, 5.71), a_run("snmalloc", 1, 5.74),
+                a_run("dlmalloc", 1, 8.0)]
+        row = [r for r in re_mod.a_targets(runs, [], [1], nproc=2)
+               if "faster than both peers" in r]
+        self.assertEqual(row, ["| 1 thread: faster than both peers | tessalloc 5.7 ms vs "
+                               "dlmalloc 8.0 ms, snmalloc 5.74 ms | PASS |"])
+
+    def test_a_ratios_and_interval_at_one_print_on_their_side(self) -> None:
+        # snmalloc 0.04 % ahead in every round: a ratio and an interval of
+        # 0.9996, 'behind' and 'beyond the noise', printed 1.00 and
+        # 1.00-1.00 ('one that lies wholly below 1 is a lag beyond the noise')
+        runs = []
+        for k in range(5):
+            for name, ms in (("tessalloc", 10.0), ("snmalloc", 9.996)):
+                runs.append(dataclasses.replace(a_run(name, 1, ms), repetition=k + 1))
+        md = re_mod.a_section(runs, [], ["snmalloc", "tessalloc"], [1],
+                              re_mod.parse_args([]), nproc=2)
+        self.assertIn("| 1 | 10.0 | 10.0 | 0.9996 | 0.9996–0.9996 |", md)
+        self.assertTrue(any("behind at 1 thread, beyond the noise at 1 thread" in r
+                            for r in md))
+
+    def test_b_figures_at_a_limit_print_on_their_side_of_it(self) -> None:
+        run = dataclasses.replace(b_run("tessalloc", 12004), peak_live_bytes=10000,
+                                  peak_touched_bytes=11999)
+        rows = re_mod.b_targets([run], ["pooled"])
+        judged = [r for r in rows if "peak footprint <=" in r]
+        self.assertIn("| 1.2004 | FAIL |", judged[0])
+        touched = [r for r in rows if "touched pages" in r]
+        self.assertIn("| 1.1999 | PASS |", touched[0])
+        args = re_mod.parse_args(["--quick"])
+        with tempfile.TemporaryDirectory() as folder:
+            md = re_mod.b_section([dataclasses.replace(run, series_csv="b.csv")],
+                                  ["tessalloc"], ["pooled"], args, Path(folder))
+        row = [r for r in md if r.startswith("| tessalloc | pooled |")]
+        self.assertIn("| 1.2004 | n/a |", row[0])
+        self.assertIn("| 1.1999 | 0 |", row[0])
+        # the speed targets: 2.4996x dlmalloc's printed 2.500x beside FAIL
+        def rated(name: str, mallocs: int) -> re_mod.BRun:
+            return dataclasses.replace(b_run(name, 1100), mallocs=mallocs,
+                                       worker_mallocs=mallocs)
+
+        rows = re_mod.b_targets([rated("tessalloc", 24996), rated("dlmalloc", 10000),
+                                 rated("snmalloc", 24997)], ["pooled"])
+        dl = [r for r in rows if "2.5 x dlmalloc's" in r]
+        self.assertIn("| 2.4996x, workers' calls 2.4996x (", dl[0])
+        self.assertTrue(dl[0].endswith("| FAIL |"), dl[0])
+        sn = [r for r in rows if "snmalloc's |" in r]
+        self.assertIn("| 0.99996x, workers' calls 0.99996x (", sn[0])
+
     def test_b_footprint_over_time_is_recorded_beside_the_peaks(self) -> None:
         # the start-up samples and the last (when the threads stopped) are left
         # out: 2 samples of 300 and 330 bytes of footprint for 200 and 300
