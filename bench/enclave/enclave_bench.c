@@ -802,9 +802,9 @@ static size_t draw_size(uint64_t *rng) {
   return 8192 + (size_t)rnd_below(rng, 32768 - 8192 + 1);
 }
 
-/* The block moves from s's live bytes to the pool's: s's count drops
- * first, so a sample in between misses it rather than counting it twice
- * (the window is a few instructions either way). */
+/* The block moves from s's live bytes to the pool's under g_pool_lock,
+ * which the readers of live bytes hold for their sums (live_sum_locked):
+ * one step to them. */
 static int pool_put(slot_t *s, const block_t *b) {
   int ok = 0;
   pthread_mutex_lock(&g_pool_lock);
@@ -836,7 +836,8 @@ static size_t pool_take(slot_t *s, block_t *out, size_t max) {
   }
   /* live in s until freed (the pool's count drops them all at once, up to
    * 512 blocks, and the samples taken while they are freed counted them
-   * nowhere): s's count rises first */
+   * nowhere); both counts under g_pool_lock, as pool_put's: a reader
+   * between the two counted them twice */
   bump_i(&s->live, taken);
   atomic_store_explicit(&g_pool_bytes, bytes, memory_order_relaxed);
   pthread_mutex_unlock(&g_pool_lock);
@@ -1032,19 +1033,30 @@ static sample_t g_peak; /* per column maximum */
 static size_t g_nsamples;
 static _Atomic int g_sampler_stop;
 
+/* The live bytes: the pool's and every thread's, read under g_pool_lock,
+ * so that a block moving between a thread and the pool (pool_put,
+ * pool_take) counts once; the pool's bytes in *pool_bytes. */
+static int64_t live_sum_locked(size_t *pool_bytes) {
+  pthread_mutex_lock(&g_pool_lock);
+  size_t pool = atomic_load_explicit(&g_pool_bytes, memory_order_relaxed);
+  int64_t live = (int64_t)pool;
+  for (size_t i = 0; i < g_nslots; i++)
+    live += atomic_load_explicit(&g_slots[i].live, memory_order_relaxed);
+  pthread_mutex_unlock(&g_pool_lock);
+  if (pool_bytes != NULL) *pool_bytes = pool;
+  return live;
+}
+
 static void take_sample(sample_t *x) {
   x->t = now_s() - g_t0;
-  x->live = 0;
   x->ecalls = x->nulls = x->mallocs = 0;
-  x->pool_bytes = atomic_load_explicit(&g_pool_bytes, memory_order_relaxed);
+  x->live = live_sum_locked(&x->pool_bytes);
   for (size_t i = 0; i < g_nslots; i++) {
     slot_t *s = &g_slots[i];
-    x->live += atomic_load_explicit(&s->live, memory_order_relaxed);
     x->ecalls += atomic_load_explicit(&s->ecalls, memory_order_relaxed);
     x->nulls += atomic_load_explicit(&s->nulls, memory_order_relaxed);
     x->mallocs += atomic_load_explicit(&s->mallocs, memory_order_relaxed);
   }
-  x->live += (int64_t)x->pool_bytes;
   x->footprint = footprint_now();
   /* the allocator's statistics right after its footprint, before the
    * slow scan of the region, so that both describe about one moment */
@@ -1083,9 +1095,7 @@ static void fine_peaks_raise(int64_t live, size_t footprint) {
 }
 
 static void fine_read(void) {
-  int64_t live = (int64_t)atomic_load_explicit(&g_pool_bytes, memory_order_relaxed);
-  for (size_t i = 0; i < g_nslots; i++)
-    live += atomic_load_explicit(&g_slots[i].live, memory_order_relaxed);
+  int64_t live = live_sum_locked(NULL);
   fine_peaks_raise(live, footprint_now());
   g_fine_reads++;
 }
