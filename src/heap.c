@@ -1429,26 +1429,82 @@ static void heap_format(tess_heap_t *h) {
  * 1, and one more in each fork() child: a child never takes the heaps
  * that its parent's other threads held, which may have been
  * mid-operation, even where it has its parent's process id (a new pid
- * namespace; a review) or a descendant gets it later. The OS is asked
- * about the process that made the token (a task that shares the memory
- * but not the process asks about the right one). The heap stays counted
- * in use. */
+ * namespace; a review) or a descendant gets it later. The heap stays
+ * counted in use.
+ *
+ * A child that no fork handler saw (_Fork(), clone() without CLONE_VM)
+ * has its parent's token, and its thread the parent's id: the heap that
+ * thread holds named a thread that is none of the child's, and the
+ * child's next thread took it for gone while it was in use (a review).
+ * So the token is kept with the id of the process it was made in, written
+ * before any heap names the token; a look that finds another process id
+ * takes a new token, and looks no further (no heap names a thread of
+ * the new one that is gone); a thread asks its own id again once the
+ * token changed. The heaps named under the old token, gone holders
+ * included, are never taken there, as in a fork() child. (A task that
+ * shares the memory but not the process, a vfork() child, takes a token
+ * too, and its parent then one more.) */
 #define GONE_LOOK 4
 #define HOLDER_WHO_BITS (2 * TESS_PLAT_ID_BITS)
 #define HOLDER_WHO_MASK (((uint64_t)1 << HOLDER_WHO_BITS) - 1)
 #define HOLDER_ID_MASK (((uint64_t)1 << TESS_PLAT_ID_BITS) - 1)
 static _Atomic(tess_heap_t *) gone_cursor;
-static _Atomic(uint32_t) process_token = 1;
-static _Atomic(int32_t) process_pid; /* of the token; 0: not asked yet */
-static __thread int32_t own_thread_id; /* 0: not asked yet */
+/* The token (low half) and the process id it belongs to (high half; 0:
+ * not asked yet), in one word so that they change together. */
+static _Atomic(uint64_t) process_ident = 1;
+static __thread int32_t own_thread_id;
+static __thread uint32_t own_id_token; /* the token when own_thread_id was asked; 0: never */
+
+static inline uint32_t ident_token(uint64_t ident) { return (uint32_t)ident; }
+static inline int32_t ident_pid(uint64_t ident) { return (int32_t)(ident >> 32); }
+static inline uint64_t ident_make(int32_t pid, uint32_t token) {
+  return (uint64_t)(uint32_t)pid << 32 | token;
+}
+
+/* The token after `token` (never 0: a holder of 0 is none). */
+static uint32_t token_next(uint32_t token) {
+  uint32_t next = (token + 1) & (uint32_t)HOLDER_ID_MASK;
+  return next != 0 ? next : 1;
+}
 
 /* Who the calling thread is, for `holder`; 0 where the platform cannot
- * tell. */
+ * tell. The process id goes with the token before the first heap names
+ * it. */
 static uint64_t holder_me(void) {
-  if (own_thread_id == 0) own_thread_id = tessi_plat_thread_id();
+  uint64_t ident = atomic_load_explicit(&process_ident, memory_order_relaxed);
+  if (TESS_UNLIKELY(ident_pid(ident) == 0)) {
+    int32_t pid = tessi_plat_process_id();
+    if (pid == 0) return 0; /* the platform cannot tell */
+    /* (lost to another thread of this process: the same id) */
+    if (atomic_compare_exchange_strong_explicit(&process_ident, &ident,
+                                                ident_make(pid, ident_token(ident)),
+                                                memory_order_relaxed, memory_order_relaxed)) {
+      ident = ident_make(pid, ident_token(ident));
+    }
+  }
+  uint32_t token = ident_token(ident);
+  if (own_id_token != token) {
+    own_thread_id = tessi_plat_thread_id();
+    own_id_token = token;
+  }
   if (own_thread_id == 0) return 0;
-  uint64_t token = atomic_load_explicit(&process_token, memory_order_relaxed);
-  return (token << TESS_PLAT_ID_BITS) | ((uint64_t)own_thread_id & HOLDER_ID_MASK);
+  return (uint64_t)token << TESS_PLAT_ID_BITS | ((uint64_t)own_thread_id & HOLDER_ID_MASK);
+}
+
+/* The token of this process, whose id is `pid`, or 0 when it has just
+ * become this process's: a new one if it was made in another process (a
+ * child no fork handler saw), which names no heap of a thread gone yet. */
+static uint32_t token_here(int32_t pid) {
+  uint64_t ident = atomic_load_explicit(&process_ident, memory_order_relaxed);
+  while (ident_pid(ident) != pid) {
+    /* (not asked yet: no heap names the token) */
+    uint32_t token = ident_pid(ident) == 0 ? ident_token(ident) : token_next(ident_token(ident));
+    if (atomic_compare_exchange_weak_explicit(&process_ident, &ident, ident_make(pid, token),
+                                              memory_order_relaxed, memory_order_relaxed)) {
+      return 0;
+    }
+  }
+  return ident_token(ident);
 }
 
 /* The holder word of a heap taken by `who` after `was`. */
@@ -1456,20 +1512,15 @@ static inline uint64_t holder_taken(uint64_t was, uint64_t who) {
   return ((was >> HOLDER_WHO_BITS) + 1) << HOLDER_WHO_BITS | who;
 }
 
-/* Whether `who` is a thread of this process (its token) that has exited. */
-static bool holder_gone(uint64_t who) {
-  uint64_t token = atomic_load_explicit(&process_token, memory_order_relaxed);
-  if (who >> TESS_PLAT_ID_BITS != token) return false;
-  int32_t pid = atomic_load_explicit(&process_pid, memory_order_relaxed);
-  if (pid == 0) {
-    pid = tessi_plat_process_id();
-    atomic_store_explicit(&process_pid, pid, memory_order_relaxed);
-  }
-  return tessi_plat_thread_gone(pid, (int32_t)(who & HOLDER_ID_MASK));
-}
-
-static tess_heap_t *heap_of_gone_thread(uint64_t me) {
-  if (me == 0) return NULL; /* the platform cannot tell */
+/* A heap whose holder, a thread of this process (its token), has exited,
+ * taken; or NULL. */
+static tess_heap_t *heap_of_gone_thread(void) {
+  int32_t pid = tessi_plat_process_id();
+  if (pid == 0) return NULL; /* the platform cannot tell */
+  uint64_t token = token_here(pid);
+  if (token == 0) return NULL;
+  uint64_t me = holder_me();
+  if (me == 0) return NULL;
   tess_heap_t *h = atomic_load_explicit(&gone_cursor, memory_order_acquire);
   for (unsigned n = 0; n < GONE_LOOK; n++) {
     if (h == NULL) h = atomic_load_explicit(&tessi_heaps_made, memory_order_acquire);
@@ -1479,7 +1530,8 @@ static tess_heap_t *heap_of_gone_thread(uint64_t me) {
     uint64_t who = was & HOLDER_WHO_MASK;
     /* a heap given back clears its holder before its thread can exit:
      * found gone, a holder still named is one that never gave it back */
-    if (who != 0 && who != me && holder_gone(who) &&
+    if (who != 0 && who != me && who >> TESS_PLAT_ID_BITS == token &&
+        tessi_plat_thread_gone(pid, (int32_t)(who & HOLDER_ID_MASK)) &&
         atomic_compare_exchange_strong_explicit(&h->holder, &was, holder_taken(was, me),
                                                 memory_order_acquire, memory_order_relaxed)) {
       atomic_store_explicit(&gone_cursor, next, memory_order_release);
@@ -1530,8 +1582,7 @@ tess_heap_t *tessi_heap_acquire(void) {
   while ((h = pool_take(&trimming)) == NULL && trimming && !tessi_fork_holder) {
     tessi_plat_yield();
   }
-  uint64_t me = holder_me();
-  if (h == NULL && (h = heap_of_gone_thread(me)) != NULL) {
+  if (h == NULL && (h = heap_of_gone_thread()) != NULL) {
     tessi_tls_heap = h; /* in use all along */
     return h;
   }
@@ -1558,8 +1609,9 @@ tess_heap_t *tessi_heap_acquire(void) {
       return NULL;
     }
   }
+  /* (after the look, which may have taken a new token) */
   uint64_t was = atomic_load_explicit(&h->holder, memory_order_relaxed);
-  atomic_store_explicit(&h->holder, holder_taken(was, me), memory_order_relaxed);
+  atomic_store_explicit(&h->holder, holder_taken(was, holder_me()), memory_order_relaxed);
   heaps_in_use_add(1);
   h->span_unfed = true;
   h->span_wide = false;
@@ -1640,13 +1692,12 @@ void tessi_heaps_fork_child(void) {
   /* heaps out for a trim in another thread are lost with it */
   pool.trimming = 0;
   /* a new token: the parent's other threads' heaps name the old one, and
-   * are never taken here; the child's one thread has an id of its own, and
-   * its heap names it */
-  uint32_t token = (atomic_load_explicit(&process_token, memory_order_relaxed) + 1) &
-                   (uint32_t)HOLDER_ID_MASK;
-  atomic_store_explicit(&process_token, token != 0 ? token : 1, memory_order_relaxed);
-  atomic_store_explicit(&process_pid, 0, memory_order_relaxed);
-  own_thread_id = 0;
+   * are never taken here; the child's one thread has an id of its own
+   * (asked again, as the token changed), and its heap names it */
+  uint32_t token =
+      token_next(ident_token(atomic_load_explicit(&process_ident, memory_order_relaxed)));
+  atomic_store_explicit(&process_ident, ident_make(tessi_plat_process_id(), token),
+                        memory_order_relaxed);
   tess_heap_t *own = tessi_tls_heap;
   if (own != &tessi_heap_empty) {
     uint64_t was = atomic_load_explicit(&own->holder, memory_order_relaxed);

@@ -20,9 +20,11 @@
  *   lock of its own, which a thread holds while it allocates: tessalloc's
  *   handlers must run after it (glibc takes its malloc locks inside fork).
  *
- * First (not in sanitizer builds), a child's new thread, finding the pool
- * empty, must not take the heap the parent's other thread held at fork()
- * (heap.c, gone threads).
+ * First, while the process has one thread, children that no fork handler
+ * sees (_Fork(), clone() without CLONE_VM): a new thread of the child must
+ * not take the heap its first thread holds. Then (not in sanitizer
+ * builds), a child's new thread, finding the pool empty, must not take the
+ * heap the parent's other thread held at fork() (heap.c, gone threads).
  *
  * The normal build uses the standard names (libtessalloc.a), so glibc's
  * fork handling of malloc is replaced too; TESS_FORK_API selects tess_*.
@@ -31,6 +33,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -249,6 +252,12 @@ static void wait_progress(int fork_no) {
   abort(); /* a stuck thread would hang the join below */
 }
 
+static void *allocate_once(void *arg) {
+  (void)arg;
+  T_FREE(T_MALLOC(64));
+  return NULL;
+}
+
 /* A fork() child's new thread, finding the pool empty, may take the heap
  * of a thread that exited without giving it back (heap.c), but never one
  * the parent's other threads held: they may have been mid-operation when
@@ -265,12 +274,6 @@ static void *hold_a_heap(void *arg) {
   pthread_barrier_wait(&g_hold_barrier); /* it has a heap */
   pthread_barrier_wait(&g_hold_barrier); /* main has forked */
   T_FREE(p);
-  return NULL;
-}
-
-static void *allocate_once(void *arg) {
-  (void)arg;
-  T_FREE(T_MALLOC(64));
   return NULL;
 }
 
@@ -301,8 +304,87 @@ static void fork_keeps_parent_heaps(void) {
 }
 #endif
 
+/* A child that no fork handler saw (glibc's _Fork(), clone() without
+ * CLONE_VM), of a process with one thread: it may allocate and start
+ * threads. Its thread holds the heap that thread held in the parent,
+ * named by the parent's ids (the process's token, its own cached thread
+ * id), which are not threads of the child: a new thread of the child,
+ * finding the pool empty, took that heap for one whose holder had exited
+ * (heap.c, gone threads), and the two threads shared it. Also after the
+ * child's thread gives its heap back and takes one again, under its own
+ * id. Counted: the heaps in use before and after each new thread ran;
+ * then the heap check. Exit status 0: none was shared. */
+static pthread_barrier_t g_unseen_barrier;
+
+static void *unseen_holder(void *arg) {
+  (void)arg;
+  void *p = T_MALLOC(64);
+  pthread_barrier_wait(&g_unseen_barrier); /* it has a heap */
+  pthread_barrier_wait(&g_unseen_barrier); /* the other thread has run */
+  T_FREE(p);
+  return NULL;
+}
+
+static uint64_t heaps_in_use(void) {
+  struct tess_stats stats;
+  if (tess_stats_get(&stats, sizeof stats) != 0) _exit(2);
+  return stats.heaps_in_use;
+}
+
+static int unseen_child(void *arg) {
+  (void)arg;
+  alarm(CHILD_ALARM_S);
+  void *mine = T_MALLOC(64); /* the heap copied from the parent */
+  uint64_t before = heaps_in_use();
+  pthread_t holder, t;
+  if (pthread_barrier_init(&g_unseen_barrier, NULL, 2) != 0) _exit(3);
+  if (pthread_create(&holder, NULL, unseen_holder, NULL) != 0) _exit(3);
+  pthread_barrier_wait(&g_unseen_barrier);
+  if (heaps_in_use() != before + 1) _exit(10); /* the holder took ours */
+  /* ours given back and taken again: named now by this thread's id */
+  T_FREE(mine);
+  tess_thread_cleanup();
+  mine = T_MALLOC(64);
+  if (pthread_create(&t, NULL, allocate_once, NULL) != 0 || pthread_join(t, NULL) != 0) _exit(3);
+  if (heaps_in_use() != before + 1) _exit(11); /* it took ours, or the holder's */
+  pthread_barrier_wait(&g_unseen_barrier);
+  if (pthread_join(holder, NULL) != 0) _exit(3);
+  T_FREE(mine);
+  const char *heap = tess_heap_check();
+  if (heap != NULL) {
+    fprintf(stderr, "unseen child's heap check: %s\n", heap);
+    _exit(12);
+  }
+  _exit(0);
+}
+
+static void unseen_fork_keeps_own_heap(const char *how) {
+  void *volatile mine = T_MALLOC(64); /* this thread holds a heap */
+  T_FREE(mine);
+  pid_t pid;
+  if (strcmp(how, "_Fork") == 0) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+    pid = _Fork();
+    if (pid == 0) unseen_child(NULL);
+#else
+    printf("test_fork: no _Fork() in this C library\n");
+    return;
+#endif
+  } else {
+    static char stack[256 << 10];
+    pid = clone(unseen_child, stack + sizeof stack, SIGCHLD, NULL);
+  }
+  REQUIRE(pid > 0, "%s", how);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "a thread of a %s() child took the heap its other thread held (status %#x)", how, status);
+}
+
 int main(int argc, char **argv) {
   int forks = argc > 1 ? atoi(argv[1]) : 50;
+  unseen_fork_keeps_own_heap("_Fork"); /* first: while this process has one thread */
+  unseen_fork_keeps_own_heap("clone");
 #ifndef TESS_FORK_API
   /* (not under the sanitizers: TSan refuses a thread started in the child
    * of a multi-threaded process) */
