@@ -84,10 +84,12 @@ TESS_API void tess_thread_cleanup(void);
 
 /* ---- statistics and introspection ----
  * Counters are kept per heap, with no atomics or locks, and merged when
- * read, so they are always on. Read while other threads allocate, the
- * figures are a consistent-enough snapshot (each counter exact, the set
- * not taken at one instant); read with the program quiescent, they add up
- * exactly. See docs/mechanisms/stats.md. */
+ * read, so they are always on; live blocks are what a walk of the slabs
+ * (and the huge-block table) finds. Read while other threads allocate, the
+ * figures are a consistent-enough snapshot (not taken at one instant: live
+ * counts may be off by the frees other threads make during the read's
+ * walk); read with the program quiescent, they add up exactly. See
+ * docs/mechanisms/stats.md. */
 
 #define TESS_STATS_VERSION 3
 #define TESS_STATS_MAX_CLASSES 64
@@ -197,10 +199,10 @@ TESS_API const char *tess_heap_check(void);
  * returns nonzero and returns that value (0 when all were visited).
  * Call it while no other thread
  * allocates or frees. visit runs with the heap's locks held: it must not
- * allocate or free, nor read the statistics (tess_stats_json,
- * tess_stats_print, mallinfo2, malloc_info, malloc_stats wait forever;
- * tess_stats_get returns EDEADLK, tess_heap_check an error, and
- * tess_heap_visit -1). */
+ * allocate or free, nor read the statistics (tess_stats_print,
+ * mallinfo2, malloc_info, malloc_stats wait forever; tess_stats_json
+ * writes "" and returns 0, tess_stats_get returns EDEADLK,
+ * tess_heap_check an error, and tess_heap_visit -1). */
 TESS_API int tess_heap_visit(int (*visit)(void *ptr, size_t size, void *arg), void *arg);
 
 #ifdef __cplusplus
