@@ -217,7 +217,7 @@ typedef struct tess_bin_s {
  * slab (heap.c): what its fast path counted meanwhile is moved to the
  * lender's class when the borrowing ends (allocs of the lender, lent of
  * the borrower), and the merge moves what an ongoing borrowing counted so
- * far (stats.c, add_borrowing). Slab frees are not counted: a
+ * far (stats.c, add_allocs). Slab frees are not counted: a
  * slab's state already counts its blocks out, so stats.c finds the live
  * blocks by walking the slabs and derives frees = allocs - live; the
  * counters here only track the frees that other threads left on a slab's
