@@ -55,9 +55,12 @@ def fmt_num(value: Optional[float]) -> str:
         return DASH
     if value == 0:
         return "0"
-    if abs(value) >= 1000:
+    magnitude = math.floor(math.log10(abs(value)))
+    if magnitude < 3 and round(abs(value), 3 - magnitude) >= 10.0 ** (magnitude + 1):
+        magnitude += 1  # rounding carries into the next decade: 999.96 is 1,000
+    if magnitude >= 3:
         return f"{value:,.0f}"
-    decimals = min(6, max(0, 3 - math.floor(math.log10(abs(value)))))
+    decimals = min(6, max(0, 3 - magnitude))
     return f"{value:.{decimals}f}"
 
 

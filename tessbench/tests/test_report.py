@@ -113,6 +113,18 @@ def table_row(markdown: str, section: str, allocator: str, threads: int) -> list
     raise AssertionError(f"no row {allocator} {threads} under {section}")
 
 
+class FormatTest(unittest.TestCase):
+    """The numbers of the tables, at their rounding boundaries."""
+
+    def test_fmt_num_keeps_four_significant_digits_across_a_decade(self) -> None:
+        # rounding to 4 significant digits may carry into the next decade
+        self.assertEqual(fmt_num(999.96), "1,000")
+        self.assertEqual(fmt_num(9.99996), "10.00")
+        self.assertEqual(fmt_num(0.099996), "0.1000")
+        self.assertEqual(fmt_num(999.94), "999.9")
+        self.assertEqual(fmt_num(0.01083), "0.01083")
+
+
 class ReportTest(unittest.TestCase):
     def setUp(self) -> None:
         self.tmp = tempfile.TemporaryDirectory()
