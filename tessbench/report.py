@@ -82,10 +82,17 @@ def fmt_ratio(value: Optional[float]) -> str:
 
 
 def ratio_class(value: Optional[float], higher_is_better: bool) -> str:
-    """"better", "worse" or "" (within :data:`NEUTRAL_BAND` of 1, or no ratio)."""
-    if value is None or abs(value - 1.0) <= NEUTRAL_BAND:
+    """"better", "worse" or "" (within :data:`NEUTRAL_BAND` of 1, or no ratio).
+
+    Judged on the ratio as :func:`fmt_ratio` prints it, so that one printed
+    figure always gets one verdict (0.9849 and 0.9751 both read 0.98).
+    """
+    if value is None:
         return ""
-    return "better" if (value > 1.0) == higher_is_better else "worse"
+    hundredths = round(float(fmt_ratio(value)) * 100)
+    if abs(hundredths - 100) <= round(NEUTRAL_BAND * 100):
+        return ""
+    return "better" if (hundredths > 100) == higher_is_better else "worse"
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,8 @@ import matplotlib.image
 
 from tessbench import aggregate as ag
 from tessbench.plot import plot_all
-from tessbench.report import fmt_num, render_markdown, workload_blocks, write_report
+from tessbench.report import (fmt_num, fmt_ratio, ratio_class, render_markdown,
+                              workload_blocks, write_report)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -114,7 +115,7 @@ def table_row(markdown: str, section: str, allocator: str, threads: int) -> list
 
 
 class FormatTest(unittest.TestCase):
-    """The numbers of the tables, at their rounding boundaries."""
+    """The numbers and verdicts of the tables, at their rounding boundaries."""
 
     def test_fmt_num_keeps_four_significant_digits_across_a_decade(self) -> None:
         # rounding to 4 significant digits may carry into the next decade
@@ -123,6 +124,20 @@ class FormatTest(unittest.TestCase):
         self.assertEqual(fmt_num(0.099996), "0.1000")
         self.assertEqual(fmt_num(999.94), "999.9")
         self.assertEqual(fmt_num(0.01083), "0.01083")
+
+    def test_one_printed_ratio_gets_one_verdict(self) -> None:
+        for higher_is_better in (True, False):
+            for low, high in ((0.9751, 0.9849), (1.0151, 1.0249), (0.9651, 0.9749),
+                              (1.0251, 1.0349)):
+                self.assertEqual(fmt_ratio(low), fmt_ratio(high))
+                self.assertEqual(ratio_class(low, higher_is_better),
+                                 ratio_class(high, higher_is_better), (low, high))
+        # the band is 0.98 to 1.02 as printed
+        self.assertEqual(ratio_class(0.9751, True), "")
+        self.assertEqual(ratio_class(1.0249, True), "")
+        self.assertEqual(ratio_class(0.9749, True), "worse")
+        self.assertEqual(ratio_class(1.0251, True), "better")
+        self.assertEqual(ratio_class(1.0251, False), "worse")
 
 
 class ReportTest(unittest.TestCase):
