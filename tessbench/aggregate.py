@@ -113,6 +113,16 @@ class Run:
         return (self.workload, self.allocator, self.threads)
 
 
+def busy_threads(run: Run) -> int:
+    """The threads the run keeps busy at once: its thread count, or more where
+    the program reports its threads by role (frag's ``others`` beside its
+    workers: 3 threads at 2; xmalloc's ``producers`` and ``consumers``: 2 at 1)."""
+    m = run.metrics
+    if "producers" in m and "consumers" in m:
+        return max(run.threads, int(m["producers"] + m["consumers"]))
+    return run.threads + max(0, int(m.get("others", 0)))
+
+
 def parse_number(text: str) -> Optional[float]:
     """A cell as a finite float; None when empty, not a number, NaN or infinite."""
     text = text.strip()
@@ -628,12 +638,21 @@ class Results:
         """The largest thread count run (0 when nothing ran)."""
         return max((k[2] for k in self.cells), default=0)
 
-    def oversubscribed(self) -> list[int]:
-        """The thread counts run that exceed the machine's CPUs (empty if unknown)."""
+    def oversubscribed(self, workload: Optional[str] = None) -> list[int]:
+        """The thread counts run (of the workload, or of any) at which some run
+        kept more threads busy than the machine has CPUs (see :func:`busy_threads`;
+        empty if the CPU count is unknown)."""
         cpus = self.meta.machine.cpus
         if not cpus:
             return []
-        return sorted({k[2] for k in self.cells if k[2] > cpus})
+        return sorted({r.threads for r in self.runs
+                       if (workload is None or r.workload == workload)
+                       and busy_threads(r) > cpus})
+
+    def busy_threads_at(self, workload: str, threads: int) -> int:
+        """The most threads a run of the workload at that thread count kept busy."""
+        return max((busy_threads(r) for r in self.runs
+                    if r.workload == workload and r.threads == threads), default=threads)
 
     def unit(self, workload: str) -> str:
         """What one op of the workload is ("ops" when meta.json does not say)."""

@@ -148,19 +148,26 @@ def _hbars(ax: Axes, results: Results, labels: Sequence[str], values: Sequence[f
     ax.grid(axis="x", alpha=0.3)
 
 
-def _oversubscription(ax: Axes, results: Results, threads: Sequence[int]) -> str:
-    """A dashed line at the CPU count and the region beyond it shaded, if any run is
-    there; returns the note for the x axis label ("" when no run is oversubscribed)."""
+def _oversubscription(ax: Axes, results: Results, workload: str,
+                      threads: Sequence[int]) -> str:
+    """A dashed line at the CPU count and the oversubscribed runs' region shaded, if
+    any run is there; returns the note for the x axis label ("" when no run is
+    oversubscribed). The region starts at the CPU count, or before it where a run
+    keeps more threads busy than its thread count (frag's other threads)."""
     cpus = results.meta.machine.cpus
-    if not cpus or not threads or max(threads) <= cpus:
+    over = results.oversubscribed(workload)
+    if not cpus or not threads or not over:
         return ""
+    start = float(cpus)
+    if min(over) <= cpus:  # halfway (on the log axis) to the thread count below
+        below = [t for t in threads if t < min(over)]
+        start = math.sqrt(min(over) * max(below)) if below else min(over) / 1.3
     ax.axvline(cpus, color="dimgray", linestyle="--", linewidth=1.2)
-    ax.axvspan(cpus, max(threads) * 1.2, color="gray", alpha=0.08, linewidth=0)
+    ax.axvspan(start, max(threads) * 1.2, color="gray", alpha=0.08, linewidth=0)
     ax.text(cpus, 0.01, f"{cpus} CPUs", transform=ax.get_xaxis_transform(), ha="center",
             va="bottom", fontsize=8, color="dimgray",
             bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5})
-    return (f"dashed line: the machine's {cpus} CPUs; runs beyond it (shaded) are "
-            "oversubscribed")
+    return f"dashed line: the machine's {cpus} CPUs; shaded: the oversubscribed runs"
 
 
 def _legend_outside(fig: Figure, ax: Axes) -> None:
@@ -208,7 +215,7 @@ def draw_throughput_lines(results: Results, workload: str) -> Figure:
     else:
         ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(FuncFormatter(_si))
-    note = _oversubscription(ax, results, threads)
+    note = _oversubscription(ax, results, workload, threads)
     ax.set_xlabel("threads" + (f"\n({note})" if note else ""))
     ax.set_ylabel(f"throughput ({results.unit(workload)} per second)")
     ax.set_title(f"{workload}: throughput vs threads ({_runs_note(results, workload)}, "

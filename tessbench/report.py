@@ -202,10 +202,22 @@ def oversubscription_sentence(results: Results) -> Optional[str]:
     cpus = results.meta.machine.cpus
     if not over or not cpus:
         return None
-    counts = ", ".join(str(t) for t in over)
-    return (f"This machine has {cpus} CPUs, so runs with more threads than CPUs (here at "
-            f"{counts} threads) are oversubscribed: their threads wait for a CPU, and their "
-            "numbers measure the scheduler as much as the allocator.")
+    counts = ", ".join(str(t) for t in over if t > cpus)
+    extra = [_busy_note(results, w, cpus) for w in results.workloads
+             if any(t <= cpus for t in results.oversubscribed(w))]
+    where = f"here at {counts} threads" if counts else ""
+    where = "; ".join(x for x in (where, *extra) if x)
+    return (f"This machine has {cpus} CPUs, so runs with more threads than CPUs ({where}) "
+            "are oversubscribed: their threads wait for a CPU, and their numbers measure "
+            "the scheduler as much as the allocator.")
+
+
+def _busy_note(results: Results, workload: str, cpus: int) -> str:
+    """Where the workload runs more threads than its thread count says, at a count
+    that would otherwise fit the CPUs: "frag at 2 threads runs 3 threads"."""
+    low = [t for t in results.oversubscribed(workload) if t <= cpus]
+    return f"{workload} at " + ", ".join(
+        f"{t} threads runs {results.busy_threads_at(workload, t)} threads" for t in low)
 
 
 def summary_blocks(results: Results) -> list[Block]:
@@ -464,10 +476,12 @@ def workload_blocks(results: Results, workload: str,
     blocks.append(Table(header, rows, (False,) + (True,) * (len(header) - 1),
                         baseline_rows=base_rows))
     cpus = results.meta.machine.cpus
-    over = [t for t in results.threads_of(workload) if cpus and t > cpus]
-    if over:
+    over = results.oversubscribed(workload)
+    if over and cpus:
+        low = [t for t in over if t <= cpus]
+        why = f"; {_busy_note(results, workload, cpus)}" if low else ""
         blocks.append(Para(f"Runs at {', '.join(str(t) for t in over)} threads are "
-                           f"oversubscribed ({cpus} CPUs).", note=True))
+                           f"oversubscribed ({cpus} CPUs{why}).", note=True))
     extras = extra_metrics(results, workload)
     if extras:
         integers = integer_metrics(results, workload, extras)

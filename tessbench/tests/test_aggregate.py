@@ -345,6 +345,29 @@ class LoadResultsTest(unittest.TestCase):
             self.assertEqual(res.baseline, "fast")  # no glibc: the first allocator
             self.assertEqual(res.oversubscribed(), [])  # CPU count unknown
 
+    def test_oversubscribed_counts_the_threads_a_run_keeps_busy(self) -> None:
+        # frag runs max(1, N/4) other threads beside its N workers: 3 threads at 2;
+        # xmalloc at least one producer and one consumer: 2 threads at 1
+        rows = [row("frag", "a", 1, 1, ops_per_s=1, others=1),
+                row("frag", "a", 2, 1, ops_per_s=1, others=1),
+                row("xmalloc", "a", 1, 1, ops_per_s=1, producers=1, consumers=1),
+                row("xmalloc", "a", 2, 1, ops_per_s=1, producers=1, consumers=1),
+                row("larson", "a", 2, 1, ops_per_s=1)]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            with (out / "runs.csv").open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=[*ag.FIXED_COLUMNS, "consumers",
+                                                       "others", "producers"], restval="")
+                writer.writeheader()
+                writer.writerows(rows)
+            (out / "meta.json").write_text(json.dumps({"machine": {"cpus": 2}}))
+            res = ag.load_results(out)
+        self.assertEqual(res.oversubscribed("frag"), [2])
+        self.assertEqual(res.oversubscribed("xmalloc"), [])
+        self.assertEqual(res.oversubscribed("larson"), [])
+        self.assertEqual(res.oversubscribed(), [2])
+        self.assertEqual(res.busy_threads_at("frag", 2), 3)
+
     def test_choose_baseline(self) -> None:
         meta = ag.Meta()
         self.assertEqual(ag.choose_baseline(meta, ["a", "glibc"], None), "glibc")

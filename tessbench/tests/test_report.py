@@ -13,8 +13,8 @@ import matplotlib.image
 
 from tessbench import aggregate as ag
 from tessbench.plot import plot_all
-from tessbench.report import (fmt_num, fmt_ratio, ratio_class, render_markdown,
-                              workload_blocks, write_report)
+from tessbench.report import (fmt_num, fmt_ratio, oversubscription_sentence, ratio_class,
+                              render_markdown, workload_blocks, write_report)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -376,6 +376,30 @@ class OwnColumnsTest(unittest.TestCase):
         self.assertEqual(table_row(own, "Own", "tessalloc", 1)[2:],
                          ["1.375", "2.5", "1,572,864"])
         self.assertEqual(table_row(own, "Own", "mimalloc3", 1)[2:], ["\u2013", "2", "n/a"])
+
+    def test_frag_at_two_threads_on_two_cpus_is_oversubscribed(self) -> None:
+        # frag at 2 threads runs 2 workers and 1 other thread: 3 threads on 2 CPUs
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            columns = [*ag.FIXED_COLUMNS, "others"]
+            with (out / "runs.csv").open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=columns, restval="")
+                writer.writeheader()
+                for allocator in ("dlmalloc", "tessalloc"):
+                    for threads in (1, 2):
+                        writer.writerow({
+                            "workload": "frag", "allocator": allocator, "threads": threads,
+                            "repetition": 1, "status": "ok", "elapsed_s": 1.0, "ops": 100,
+                            "ops_per_s": 100.0, "others": 1})
+            (out / "meta.json").write_text(json.dumps({"fixed_baseline": "dlmalloc",
+                                                       "machine": {"cpus": 2}}))
+            results = ag.load_results(out)
+            md = render_markdown(workload_blocks(results, "frag", []), out)
+            sentence = oversubscription_sentence(results)
+        self.assertIn("Runs at 2 threads are oversubscribed (2 CPUs; frag at 2 threads "
+                      "runs 3 threads).", md)
+        self.assertIsNotNone(sentence)
+        self.assertIn("frag at 2 threads runs 3 threads", sentence or "")
 
     def test_runs_with_null_returns_are_marked(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
