@@ -15,13 +15,14 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import math
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 from tessbench.benchlib import child_env, parse_kv, preload_failure, stop_group
 
@@ -81,6 +82,15 @@ def parse_benchmark_csv(text: str) -> dict[str, float]:
         name = row[0].split()[0].lower()
         rates[name] = rate
     return rates
+
+
+def combined_rate(rates: Mapping[str, float]) -> float:
+    """The requests per second over all the tests, each of which ran the same number
+    of requests: their harmonic mean (the arithmetic mean would weigh the fast tests
+    more than the time they took). ValueError when empty or a rate is not positive."""
+    if not rates or any(not rate > 0 for rate in rates.values()):
+        raise ValueError(f"no combined rate of {dict(rates)!r}")
+    return len(rates) / math.fsum(1.0 / rate for rate in rates.values())
 
 
 def server_command(port: int, workdir: str) -> list[str]:
@@ -155,6 +165,8 @@ def drive(server: "subprocess.Popen[bytes]", port: int, report: Path, requests: 
     rates = parse_benchmark_csv(bench.stdout)
     if sorted(rates) != sorted(REDIS_TESTS):
         return ServerRun("error", f"redis-benchmark reported {sorted(rates)}")
+    if any(not rate > 0 for rate in rates.values()):
+        return ServerRun("error", f"redis-benchmark reported a rate of no requests: {rates}")
     # the server must still answer correctly after the load
     token = f"tessbench-{seed}-{port}"
     ok = (cli(port, "set", "tessbench:check", token) == "OK"
@@ -179,4 +191,4 @@ def drive(server: "subprocess.Popen[bytes]", port: int, report: Path, requests: 
     ops = requests * len(REDIS_TESTS)
     extra = {f"redis_{name}_rps": f"{rate:.1f}" for name, rate in rates.items()}
     return ServerRun("ok", "", elapsed_s=elapsed, ops=ops,
-                     ops_per_s=sum(rates.values()) / len(rates), rusage=rusage, extra=extra)
+                     ops_per_s=combined_rate(rates), rusage=rusage, extra=extra)
