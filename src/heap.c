@@ -392,11 +392,16 @@ void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
        * read of `old`. That need not be the owner we read: between the
        * two loads the slab may have been orphaned (owner: a list's mark),
        * then taken by another heap, filled and detached again, so that
-       * the exchange still finds NOTIFY. A heap read so is harmless (its
-       * delayed list hands the block to the slab's owner of the moment,
-       * tessi_heap_free_block); a mark is no heap: `old` is stale (an
-       * orphan never has the flag), so it is read again (acquire: after a
-       * mark, the orphaning's exchange of `remote` is seen). */
+       * the exchange still finds NOTIFY. A mark is no heap: `old` is
+       * stale (an orphan never has the flag), so it is read again
+       * (acquire: after a mark, the orphaning's exchange of `remote` is
+       * seen). A heap read so is not the one whose flag was taken: the
+       * block went to the slab by way of it, but the slab's new owner,
+       * its flag gone, never learned that the slab had room, and kept it
+       * full until its call ended (races/notify_owner.sh). So the owner
+       * is read again after the exchange, which sees the flag setter's
+       * owner (or a later one: a mark, when it orphaned the slab since,
+       * counting our block, which then goes on its stack, noted). */
       tess_heap_t *owner = atomic_load_explicit(&d->owner, memory_order_acquire);
       if (TESS_UNLIKELY(owner == NULL || tessi_is_orphan_owner(owner))) {
         old = atomic_load_explicit(&d->remote, memory_order_relaxed);
@@ -404,6 +409,14 @@ void tessi_heap_free_remote(tess_page_t *d, tess_block_t *b) {
       }
       if (atomic_compare_exchange_weak_explicit(&d->remote, &old, 0, memory_order_acq_rel,
                                                 memory_order_relaxed)) {
+        tess_heap_t *now = atomic_load_explicit(&d->owner, memory_order_acquire);
+        if (TESS_UNLIKELY(now != owner)) {
+          if (tessi_is_orphan_owner(now)) { /* on its stack, noted (counted pending) */
+            old = atomic_load_explicit(&d->remote, memory_order_relaxed);
+            continue;
+          }
+          owner = now;
+        }
         heap_delayed_push(owner, b);
         /* an owner that has trimmed and gone idle meanwhile (fixed mode)
          * would keep the block, and its slab (an orphan now) the pages */
