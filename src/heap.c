@@ -1224,20 +1224,22 @@ static void pool_unlink_locked(tess_heap_t *h) {
  * whoever holds it: a call's slow paths and release, a trim. */
 static TESS_NOINLINE void idle_collect(tess_heap_t *h) {
   if (tessi_fork_holder) return; /* (its handlers hold the pool's lock) */
-  tessi_lock(&pool.lock);
-  bool pooled = atomic_load_explicit(&h->pooled, memory_order_relaxed);
-  if (pooled) {
+  do {
+    tessi_lock(&pool.lock);
+    if (!atomic_load_explicit(&h->pooled, memory_order_relaxed)) {
+      tessi_unlock(&pool.lock); /* taken since: its holder collects */
+      return;
+    }
     pool_unlink_locked(h);
     pool.trimming++;
-  }
-  tessi_unlock(&pool.lock);
-  if (!pooled) return;
-  heap_trim(h);
-  tessi_lock(&pool.lock);
-  pool_push_locked(h, false);
-  pool.trimming--;
-  tessi_unlock(&pool.lock);
-  if (atomic_load_explicit(&h->delayed, memory_order_seq_cst) != NULL) idle_collect(h);
+    tessi_unlock(&pool.lock);
+    heap_trim(h);
+    tessi_lock(&pool.lock);
+    pool_push_locked(h, false);
+    pool.trimming--;
+    tessi_unlock(&pool.lock);
+    /* (a free that pushed during the trim, after its last look) */
+  } while (atomic_load_explicit(&h->delayed, memory_order_seq_cst) != NULL);
 }
 
 /* h was put into the pool (its lock let go since): a free that pushed on
@@ -1530,7 +1532,7 @@ static inline uint64_t holder_taken(uint64_t was, uint64_t who) {
 static tess_heap_t *heap_of_gone_thread(void) {
   int32_t pid = tessi_plat_process_id();
   if (pid == 0) return NULL; /* the platform cannot tell */
-  uint64_t token = token_here(pid);
+  uint32_t token = token_here(pid);
   if (token == 0) return NULL;
   uint64_t me = holder_me();
   if (me == 0) return NULL;

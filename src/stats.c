@@ -45,7 +45,7 @@ typedef struct totals_s {
   uint64_t trips[4]; /* span_trips .. span_widenings, in struct order */
   uint64_t heaps;
   /* one heap's, for add_allocs */
-  uint64_t lent[TESS_CLASSES], base[TESS_CLASSES], counts[TESS_CLASSES], slots[TESS_CLASSES];
+  uint64_t lent[TESS_CLASSES], base[TESS_CLASSES], counts[TESS_CLASSES];
   uint8_t lender[TESS_CLASSES];
 } totals_t;
 
@@ -98,17 +98,17 @@ static void add_allocs(totals_t *t, const tess_heap_stats_t *s, const tess_heap_
     base[c] = h != NULL ? __atomic_load_n(&h->borrow_base[c], __ATOMIC_ACQUIRE) : 0;
     counts[c] = load(&s->allocs[c]);
   }
-  for (unsigned slot = 0; slot < TESS_DIRECT_SLOTS; slot++) {
-    t->slots[tessi_class_of(slot * 16u)] = 0;
-  }
-  for (unsigned slot = 0; slot < TESS_DIRECT_SLOTS; slot++) {
-    t->slots[tessi_class_of(slot * 16u)] += load(&s->slot_allocs[slot]);
-  }
   for (unsigned c = 0; c < TESS_CLASSES; c++) {
-    /* what its fast path counts: tessi_fast_allocs */
-    uint64_t fast = tessi_classes[c].slot_count != 0 ? t->slots[c] : counts[c];
-    uint64_t own = counts[c] + (tessi_classes[c].slot_count != 0 ? t->slots[c] : 0);
-    own = difference(own, lent[c]);
+    /* its direct[] slots' counts (sizes up to TESS_SMALL_MAX), after the
+     * loads above; what its fast path counts is those, or allocs[c]
+     * (tessi_fast_allocs, which would read the counts a second time) */
+    const tess_class_info_t *info = &tessi_classes[c];
+    uint64_t slots = 0;
+    for (unsigned slot = info->first_slot; slot < info->first_slot + info->slot_count; slot++) {
+      slots += load(&s->slot_allocs[slot]);
+    }
+    uint64_t fast = info->slot_count != 0 ? slots : counts[c];
+    uint64_t own = difference(counts[c] + slots, lent[c]);
     unsigned lender = t->lender[c];
     if (lender != 0) {
       uint64_t moved = TESS_MIN(difference(fast, base[c]), own);

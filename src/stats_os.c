@@ -44,6 +44,15 @@ static int output_lock_take(void) {
   return cancel;
 }
 
+/* The same without waiting: false (and cancellation as it was) when the
+ * lock is held. */
+static bool output_lock_try(int *cancel) {
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, cancel);
+  if (pthread_mutex_trylock(&output_lock) == 0) return true;
+  pthread_setcancelstate(*cancel, cancel);
+  return false;
+}
+
 static void output_unlock(int cancel) {
   pthread_mutex_unlock(&output_lock);
   pthread_setcancelstate(cancel, &cancel);
@@ -264,11 +273,7 @@ void tessi_stats_series_tick(void) {
    * tess_stats_print write theirs with stdio under output_lock, and stdio
    * may allocate, which brings this thread back here */
   int cancel;
-  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-  if (pthread_mutex_trylock(&output_lock) != 0) {
-    pthread_setcancelstate(cancel, &cancel);
-    return;
-  }
+  if (!output_lock_try(&cancel)) return;
   emit(report, format_locked(true, (int64_t)(now - start_ms)));
   output_unlock(cancel);
 }
