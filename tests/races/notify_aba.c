@@ -15,16 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include "internal.h"
-#include "tessalloc.h"
+#include "orphan_slab.h"
 
-extern void (*tessi_test_hook)(int);
-static sem_t at1, go1, at2, go2, cmd_h, done_h, cmd_h2, done_h2;
-static __thread int is_f;
-static void **blocks;
-static size_t nblocks;
-static tess_page_t *d;
+static sem_t at1, go1, at2, go2, cmd_h2, done_h2;
 
 static void hook(int n) {
   static int seen[3];
@@ -32,18 +25,6 @@ static void hook(int n) {
   if (n == 1) { sem_post(&at1); sem_wait(&go1); }
   if (n == 2) { sem_post(&at2); sem_wait(&go2); }
 }
-
-static void *thread_h(void *arg) {
-  (void)arg;
-  for (size_t i = 0; i < nblocks; i++) blocks[i] = tess_malloc(64);
-  sem_post(&done_h);
-  sem_wait(&cmd_h);
-  tess_thread_cleanup(); /* end of the call: d becomes an orphan */
-  sem_post(&done_h);
-  return NULL;
-}
-
-static void *thread_g(void *arg) { tess_free(arg); return NULL; } /* a free into the orphan */
 
 static void *thread_h2(void *arg) {
   (void)arg;
@@ -57,26 +38,14 @@ static void *thread_h2(void *arg) {
   return NULL;
 }
 
-static void *thread_f(void *arg) {
-  is_f = 1;
-  tess_free(arg);
-  return NULL;
-}
-
 int main(void) {
-  size_t size = 8 << 20;
-  char *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (tess_init_region(map, map + size) != 0) return 2;
-  unsigned cls = tessi_class_of(64);
-  nblocks = tessi_classes[cls].slab_blocks + 1;
-  blocks = calloc(nblocks, sizeof *blocks);
-  sem_t *sems[] = {&at1, &go1, &at2, &go2, &cmd_h, &done_h, &cmd_h2, &done_h2};
+  if (orphan_slab_init() != 0) return 2;
+  sem_t *sems[] = {&at1, &go1, &at2, &go2, &cmd_h2, &done_h2};
   for (size_t i = 0; i < sizeof sems / sizeof sems[0]; i++) sem_init(sems[i], 0, 0);
   pthread_t h, f, g, h2;
   pthread_create(&h, NULL, thread_h, NULL);
   sem_wait(&done_h);
-  size_t page = ((uintptr_t)blocks[0] - tessi_primary_base) >> TESS_PAGE_SHIFT;
-  d = tessi_page_head(&tessi_primary_pages[page]);
+  orphan_slab_of_h();
   printf("slab of %zu blocks, detached: %s, remote=%#lx\n", nblocks - 1,
          (d->state & TESS_STATE_DETACHED) ? "yes" : "no", (unsigned long)atomic_load(&d->remote));
   tessi_test_hook = hook;

@@ -16,16 +16,9 @@
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include "internal.h"
-#include "tessalloc.h"
+#include "orphan_slab.h"
 
-extern void (*tessi_test_hook)(int);
-static sem_t at2, go2, cmd_h, done_h, cmd_h2, done_h2, start_h2;
-static __thread int is_f;
-static void **blocks;
-static size_t nblocks;
-static tess_page_t *d;
+static sem_t at2, go2, cmd_h2, done_h2, start_h2;
 static int reused; /* blocks h2 got from d after d's other blocks were freed */
 
 static void hook(int n) {
@@ -34,18 +27,6 @@ static void hook(int n) {
   sem_post(&at2);
   sem_wait(&go2);
 }
-
-static void *thread_h(void *arg) {
-  (void)arg;
-  for (size_t i = 0; i < nblocks; i++) blocks[i] = tess_malloc(64);
-  sem_post(&done_h);
-  sem_wait(&cmd_h);
-  tess_thread_cleanup(); /* end of the call: d becomes an orphan */
-  sem_post(&done_h);
-  return NULL;
-}
-
-static void *thread_g(void *arg) { tess_free(arg); return NULL; } /* room in the orphan */
 
 static int in_d(const void *p) {
   uintptr_t base = tessi_primary_base + ((uintptr_t)(d - tessi_primary_pages) << TESS_PAGE_SHIFT);
@@ -77,28 +58,16 @@ static void *thread_h2(void *arg) {
   return NULL;
 }
 
-static void *thread_f(void *arg) {
-  is_f = 1;
-  tess_free(arg);
-  return NULL;
-}
-
 int main(void) {
-  size_t size = 8 << 20;
-  char *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (tess_init_region(map, map + size) != 0) return 2;
-  unsigned cls = tessi_class_of(64);
-  nblocks = tessi_classes[cls].slab_blocks + 1;
-  blocks = calloc(nblocks, sizeof *blocks);
-  sem_t *sems[] = {&at2, &go2, &cmd_h, &done_h, &cmd_h2, &done_h2, &start_h2};
+  if (orphan_slab_init() != 0) return 2;
+  sem_t *sems[] = {&at2, &go2, &cmd_h2, &done_h2, &start_h2};
   for (size_t i = 0; i < sizeof sems / sizeof sems[0]; i++) sem_init(sems[i], 0, 0);
   pthread_t h, f, g, h2;
   pthread_create(&h, NULL, thread_h, NULL);
   sem_wait(&done_h);
   pthread_create(&h2, NULL, thread_h2, NULL);
   sem_wait(&done_h2);
-  size_t page = ((uintptr_t)blocks[0] - tessi_primary_base) >> TESS_PAGE_SHIFT;
-  d = tessi_page_head(&tessi_primary_pages[page]);
+  orphan_slab_of_h();
   tessi_test_hook = hook;
   pthread_create(&f, NULL, thread_f, blocks[0]);
   sem_wait(&at2);                      /* F loaded remote == NOTIFY, owner == h */
